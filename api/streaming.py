@@ -1,0 +1,49 @@
+"""Server-Sent Events helpers shared by the chat routes."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Any, TypeVar
+
+from fastapi.responses import StreamingResponse
+
+from rag.llm import LLMRequestError, LLMUnavailableError
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+def sse(data: Any, event: str | None = None) -> str:
+    head = f"event: {event}\n" if event else ""
+    payload = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
+    return f"{head}data: {payload}\n\n"
+
+
+async def start_stream(
+    events: AsyncIterator[T],
+    encode: Callable[[T], str],
+    on_error: Callable[[Exception], str],
+    tail: str = "",
+) -> StreamingResponse:
+    """Pull the first event before answering, so a vLLM that is down is a 503, not a
+    broken stream; later failures are sent as an error event."""
+    first = await anext(events)  # errors propagate to the app's exception handlers
+
+    async def body() -> AsyncIterator[str]:
+        try:
+            yield encode(first)
+            async for event in events:
+                yield encode(event)
+            if tail:
+                yield tail
+        except (LLMUnavailableError, LLMRequestError) as exc:
+            log.warning("stream failed: %s", exc)
+            yield on_error(exc)
+        finally:
+            await events.aclose()  # type: ignore[attr-defined]
+
+    return StreamingResponse(
+        body(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+    )

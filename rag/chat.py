@@ -1,0 +1,172 @@
+"""The chat path: retrieve → build the prompt → stream from vLLM → account the cache."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import anyio
+
+from rag.llm import LLMRequestError, LLMUnavailableError, TextDelta, Usage, VLLMClient
+from rag.metrics import ServiceMetrics
+from rag.models import Passage
+from rag.prompt import Message, PromptBuilder, PromptPrefix
+from rag.retriever import Retrieval, Retriever, ScoredFact
+
+
+class ChatObserver(Protocol):
+    """Told about every finished chat (the warmup layer counts hot queries and hits)."""
+
+    def on_chat(self, retrieval: Retrieval, prefix: PromptPrefix, usage: Usage) -> bool:
+        """Record the chat; return whether it was served from a registered warm prefix."""
+        ...
+
+
+@dataclass(frozen=True)
+class CacheInfo:
+    prompt_tokens: int
+    cached_tokens: int
+    warm_hit: bool
+
+
+@dataclass(frozen=True)
+class Timings:
+    retrieval_ms: float
+    ttft_ms: float
+    total_ms: float
+
+
+@dataclass(frozen=True)
+class ChatResult:
+    answer: str
+    passages: list[Passage]
+    facts: list[ScoredFact]
+    cache: CacheInfo
+    timings: Timings
+    usage: Usage
+    prefix_fingerprint: str
+    finish_reason: str = "stop"
+    extra: dict[str, object] = field(default_factory=dict)
+
+
+def _ms(since: float) -> float:
+    return round((time.perf_counter() - since) * 1000, 2)
+
+
+class ChatEngine:
+    """Answers questions; chat and the OpenAI-compatible route both go through it."""
+
+    def __init__(
+        self,
+        retriever: Retriever,
+        builder: PromptBuilder,
+        llm: VLLMClient,
+        metrics: ServiceMetrics,
+        *,
+        max_tokens: int = 256,
+        temperature: float = 0.0,
+        observer: ChatObserver | None = None,
+    ) -> None:
+        self.retriever = retriever
+        self.builder = builder
+        self.llm = llm
+        self.metrics = metrics
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.observer = observer
+
+    async def stream(
+        self,
+        question: str,
+        *,
+        top_k: int = 3,
+        history: Sequence[Message] = (),
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        endpoint: str = "chat",
+    ) -> AsyncIterator[TextDelta | ChatResult]:
+        """Yield answer text as it is generated, then one ``ChatResult``.
+
+        Timings start at the call: ``ttft_ms`` includes retrieval, as a user sees it.
+        """
+        started = time.perf_counter()
+        outcome = "error"
+        try:
+            retrieval = await anyio.to_thread.run_sync(self.retriever.retrieve, question, top_k)
+            self.metrics.retrieval_latency.observe(retrieval.elapsed_ms / 1000)
+            prompt = self.builder.build(question, retrieval.passages, retrieval.triples, history)
+            ttft_ms: float | None = None
+            parts: list[str] = []
+            usage = Usage()
+            async for event in self.llm.stream_chat(
+                prompt.messages,
+                max_tokens=max_tokens or self.max_tokens,
+                temperature=self.temperature if temperature is None else temperature,
+            ):
+                if isinstance(event, TextDelta):
+                    if ttft_ms is None:
+                        ttft_ms = _ms(started)
+                        self.metrics.first_token_latency.observe(ttft_ms / 1000)
+                    parts.append(event.text)
+                    yield event
+                else:
+                    usage = event
+            total_ms = _ms(started)
+            if ttft_ms is None:  # an empty answer: the first "token" is the end
+                ttft_ms = total_ms
+                self.metrics.first_token_latency.observe(ttft_ms / 1000)
+            warm_hit = (
+                self.observer.on_chat(retrieval, prompt.prefix, usage) if self.observer else False
+            )
+            self.metrics.prompt_tokens.inc(usage.prompt_tokens)
+            self.metrics.cached_tokens.inc(usage.cached_tokens)
+            outcome = "ok"
+            yield ChatResult(
+                answer="".join(parts),
+                passages=retrieval.passages,
+                facts=retrieval.facts,
+                cache=CacheInfo(usage.prompt_tokens, usage.cached_tokens, warm_hit),
+                timings=Timings(round(retrieval.elapsed_ms, 2), ttft_ms, total_ms),
+                usage=usage,
+                prefix_fingerprint=prompt.prefix.fingerprint,
+                finish_reason="length"
+                if usage.completion_tokens >= (max_tokens or self.max_tokens)
+                else "stop",
+            )
+        except LLMUnavailableError:
+            outcome = "llm_unavailable"
+            raise
+        except LLMRequestError:
+            outcome = "rejected"
+            raise
+        finally:
+            self.metrics.requests.labels(endpoint, outcome).inc()
+
+    async def answer(
+        self,
+        question: str,
+        *,
+        top_k: int = 3,
+        history: Sequence[Message] = (),
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        endpoint: str = "chat",
+    ) -> ChatResult:
+        """The whole answer at once (vLLM is still streamed, to measure TTFT)."""
+        events = self.stream(
+            question,
+            top_k=top_k,
+            history=history,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            endpoint=endpoint,
+        )
+        result: ChatResult | None = None
+        async for event in events:
+            if isinstance(event, ChatResult):
+                result = event
+        if result is None:  # stream() always ends with a result or raises
+            raise RuntimeError("chat stream ended without a result")
+        return result

