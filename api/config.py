@@ -45,6 +45,9 @@ class Settings(BaseSettings):
     vllm_kv_cache_gib: int = Field(4, ge=1, description="VLLM_CPU_KVCACHE_SPACE for the child.")
     vllm_max_model_len: int = Field(4096, ge=512)
     vllm_enforce_eager: bool = Field(False, description="Faster start-up, slightly slower TTFT.")
+    vllm_dev_mode: bool = Field(
+        False, description="VLLM_SERVER_DEV_MODE=1 on the child (POST /reset_prefix_cache)."
+    )
     vllm_startup_timeout_s: float = Field(600.0, gt=0)
     llm_timeout_s: float = Field(300.0, gt=0)
 
@@ -61,6 +64,13 @@ class Settings(BaseSettings):
         description="Chunk size in the embedding model's word-pieces (window 256).",
     )
     chunk_overlap_tokens: int = Field(20, ge=0)
+
+    # Knowledge graph
+    kg_extraction: bool = Field(True, description="Extract triples from text with spaCy rules.")
+    kg_max_triples: int = Field(3, ge=0, le=10, description="Triples injected per prompt.")
+    kg_similarity_threshold: float = Field(
+        0.5, ge=-1.0, le=1.0, description="Node-name similarity needed to link a question."
+    )
 
     @cached_property
     def resolved_model_dir(self) -> Path:

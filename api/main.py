@@ -10,7 +10,7 @@ from fastapi import FastAPI, Request, status
 from fastapi.responses import JSONResponse
 
 from api.config import Settings
-from api.routes import chat, completions, documents, health
+from api.routes import chat, completions, documents, health, kg
 from api.runtime import Runtime
 from rag.embedding import Embedder
 from rag.llm import LLMRequestError, LLMUnavailableError
@@ -37,7 +37,7 @@ def create_app(settings: Settings | None = None, embedder: Embedder | None = Non
         version="0.1.0",
         lifespan=lifespan,
     )
-    for module in (health, chat, completions, documents):
+    for module in (health, chat, completions, documents, kg):
         app.include_router(module.router)
 
     @app.exception_handler(LLMUnavailableError)
@@ -47,5 +47,14 @@ def create_app(settings: Settings | None = None, embedder: Embedder | None = Non
     @app.exception_handler(LLMRequestError)
     async def _llm_rejected(request: Request, exc: LLMRequestError) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=status.HTTP_422_UNPROCESSABLE_CONTENT)
+
+    @app.exception_handler(OSError)
+    async def _storage_error(request: Request, exc: OSError) -> JSONResponse:
+        # The write was rolled back; the knowledge base is as it was before the request.
+        log.error("storage error on %s: %s", request.url.path, exc)
+        return JSONResponse(
+            {"detail": f"storage error, nothing was changed: {exc}"},
+            status_code=status.HTTP_500_INTERNAL_SERVER_ERROR,
+        )
 
     return app

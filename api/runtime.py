@@ -11,20 +11,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import warnings
+import threading
+from collections.abc import Callable, Sequence
 from enum import StrEnum
 
 import anyio
 from qdrant_client import QdrantClient
 
 from api.config import Settings
+from kg.extract import TripleExtractor
+from kg.store import KnowledgeGraph
+from kg.subgraph import SubgraphSelector
+from kg.sync import GraphSync
 from rag.chat import ChatEngine
 from rag.embedding import Embedder, shared_embedder
 from rag.knowledge_base import KnowledgeBase
 from rag.llm import VLLMClient
 from rag.metrics import ServiceMetrics
 from rag.model import ensure_chat_model
-from rag.models import ChangeSet
+from rag.models import ChangeSet, DocumentIn
 from rag.prompt import PromptBuilder
 from rag.retriever import Retriever
 from rag.sample import load_sample_documents
@@ -72,11 +77,21 @@ class Runtime:
                 kv_cache_gib=settings.vllm_kv_cache_gib,
                 max_model_len=settings.vllm_max_model_len,
                 enforce_eager=settings.vllm_enforce_eager,
+                dev_mode=settings.vllm_dev_mode,
             )
         vllm_url = settings.vllm_url or self.vllm_server.url  # type: ignore[union-attr]
         self.llm = VLLMClient(vllm_url, settings.served_model_name, settings.llm_timeout_s)
+        self.graph = KnowledgeGraph(settings.data_dir / "kg", self.embedder.embed_texts)
+        self.graph_sync = GraphSync(
+            self.kb, self.graph, TripleExtractor() if settings.kg_extraction else None
+        )
+        self.graph_sync.reconcile()
+        self.selector = SubgraphSelector(
+            self.graph, similarity_threshold=settings.kg_similarity_threshold
+        )
+        self._write_lock = threading.Lock()
         self.builder = PromptBuilder()
-        self.retriever = Retriever(self.kb)
+        self.retriever = Retriever(self.kb, self.selector, settings.kg_max_triples)
         self.engine = ChatEngine(
             self.retriever,
             self.builder,
@@ -92,14 +107,31 @@ class Runtime:
         if self.settings.qdrant_url:
             return QdrantClient(url=self.settings.qdrant_url)
         # Local mode: brute-force search, one client per folder (exclusive lock).
-        warnings.filterwarnings(
-            "ignore", message="Payload indexes have no effect in the local Qdrant"
-        )
         return QdrantClient(path=str(self.settings.qdrant_path))
 
     @property
     def ready(self) -> bool:
         return self.phase is Phase.READY
+
+    # ----- knowledge-base writes ------------------------------------------------
+
+    def _write(self, operation: Callable[[], ChangeSet]) -> ChangeSet:
+        """One write at a time: the KB, then the graph derived from it."""
+        with self._write_lock:
+            change = operation()
+            if change.changed:
+                self.graph_sync.apply(change)
+        return change
+
+    async def ingest(self, documents: Sequence[DocumentIn]) -> ChangeSet:
+        change = await anyio.to_thread.run_sync(self._write, lambda: self.kb.upsert(documents))
+        self.on_kb_change(change)
+        return change
+
+    async def delete(self, doc_id: str) -> ChangeSet:
+        change = await anyio.to_thread.run_sync(self._write, lambda: self.kb.delete(doc_id))
+        self.on_kb_change(change)
+        return change
 
     def on_kb_change(self, change: ChangeSet) -> None:
         """Every ingest and delete ends here: metrics now, warmup's detector later."""
@@ -128,10 +160,8 @@ class Runtime:
             await self._bring_up_llm()
             if self.settings.seed_sample_kb and not self.kb.document_ids():
                 self.phase = Phase.SEEDING_SAMPLE_KB
-                docs = load_sample_documents()
-                change = await anyio.to_thread.run_sync(self.kb.upsert, docs)
+                change = await self.ingest(load_sample_documents())
                 log.info("seeded the sample knowledge base: %d documents", len(change.added))
-                self.on_kb_change(change)
             self.phase = Phase.WARMING_UP
             # Tokenizer and one short forward pass: the first real request should
             # not pay for lazy initialisation.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 import anyio
@@ -13,7 +13,7 @@ from rag.llm import LLMRequestError, LLMUnavailableError, TextDelta, Usage, VLLM
 from rag.metrics import ServiceMetrics
 from rag.models import Passage
 from rag.prompt import Message, PromptBuilder, PromptPrefix
-from rag.retriever import Retrieval, Retriever, ScoredFact
+from rag.retriever import Fact, Retrieval, Retriever
 
 
 class ChatObserver(Protocol):
@@ -42,13 +42,12 @@ class Timings:
 class ChatResult:
     answer: str
     passages: list[Passage]
-    facts: list[ScoredFact]
+    facts: Sequence[Fact]
     cache: CacheInfo
     timings: Timings
     usage: Usage
     prefix_fingerprint: str
     finish_reason: str = "stop"
-    extra: dict[str, object] = field(default_factory=dict)
 
 
 def _ms(since: float) -> float:

@@ -12,9 +12,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import threading
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from llama_index.core.vector_stores.types import VectorStoreQuery
 from llama_index.vector_stores.qdrant import QdrantVectorStore
 from qdrant_client import QdrantClient
 
+from kg.persist import atomic_write
 from rag.embedding import Embedder
 from rag.ingest import (
     CHUNK_INDEX_KEY,
@@ -37,7 +38,9 @@ from rag.models import ChangeSet, ChunkRecord, DocumentIn, Passage
 
 log = logging.getLogger(__name__)
 
-ProgressFn = Callable[[int, int], None]
+# QdrantVectorStore creates a payload index that local mode ignores, with a warning
+# on every open; the embedded default is local mode, so the warning is noise.
+warnings.filterwarnings("ignore", message="Payload indexes have no effect in the local Qdrant")
 
 
 def text_hash(text: str) -> str:
@@ -46,16 +49,6 @@ def text_hash(text: str) -> str:
 
 class DocumentNotFoundError(KeyError):
     """No document with this id is in the knowledge base."""
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write a file so that readers see the old or the new content, never a mix."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 class KnowledgeBase:
@@ -84,20 +77,26 @@ class KnowledgeBase:
         self._vectors = QdrantVectorStore(collection_name=collection, client=client)
         self._pipeline = build_pipeline(embedder, chunk_tokens, chunk_overlap_tokens)
         self._lock = threading.RLock()
-        self._docstore, self._version = self._load_state()
+        self._docstore, self._version, self._triples = self._load_state()
         self.reconcile()
 
     # ----- state --------------------------------------------------------------
 
-    def _load_state(self) -> tuple[SimpleDocumentStore, int]:
+    def _load_state(self) -> tuple[SimpleDocumentStore, int, dict[str, list[list[str]]]]:
         if not self._state_path.exists():
-            return SimpleDocumentStore(), 0
+            return SimpleDocumentStore(), 0, {}
         state = json.loads(self._state_path.read_text(encoding="utf-8"))
-        return SimpleDocumentStore.from_dict(state["docstore"]), int(state["kb_version"])
+        docstore = SimpleDocumentStore.from_dict(state["docstore"])
+        return docstore, int(state["kb_version"]), dict(state.get("triples", {}))
 
     def _save_state(self) -> None:
-        state = {"kb_version": self._version, "docstore": self._docstore.to_dict()}
-        atomic_write_text(self._state_path, json.dumps(state))
+        state = {
+            "kb_version": self._version,
+            "docstore": self._docstore.to_dict(),
+            "triples": self._triples,  # what callers supplied; the graph is derived from it
+        }
+        data = json.dumps(state).encode()
+        atomic_write(self._state_path, lambda fh: fh.write(data))
 
     @property
     def version(self) -> int:
@@ -114,6 +113,10 @@ class KnowledgeBase:
     def document_hash(self, doc_id: str) -> str | None:
         with self._lock:
             return self._docstore.get_document_hash(doc_id)
+
+    def supplied_triples(self, doc_id: str) -> list[list[str]]:
+        with self._lock:
+            return list(self._triples.get(doc_id, []))
 
     def chunk_ids(self, doc_id: str) -> list[str]:
         with self._lock:
@@ -132,9 +135,7 @@ class KnowledgeBase:
 
     # ----- writes -------------------------------------------------------------
 
-    def upsert(
-        self, documents: Sequence[DocumentIn], progress: ProgressFn | None = None
-    ) -> ChangeSet:
+    def upsert(self, documents: Sequence[DocumentIn]) -> ChangeSet:
         """Add new documents, replace changed ones, skip unchanged ones (embedding nothing).
 
         Embedding happens before any write, so a failure there stores nothing.
@@ -144,6 +145,7 @@ class KnowledgeBase:
             updated: list[str] = []
             unchanged: list[str] = []
             todo = []
+            triples: dict[str, list[list[str]]] = {}
             for doc in documents:
                 digest = document_hash(doc)
                 previous = self._docstore.get_document_hash(doc.id)
@@ -152,23 +154,18 @@ class KnowledgeBase:
                     continue
                 (updated if previous else added).append(doc.id)
                 todo.append(to_llama_document(doc, digest))
+                triples[doc.id] = doc.triples
             if not todo:
                 return ChangeSet(unchanged=unchanged, kb_version=self._version)
 
-            nodes: list[BaseNode] = []
-            for i, doc in enumerate(todo):
-                nodes.extend(self._pipeline.run(documents=[doc]))
-                if progress:
-                    progress(i + 1, len(todo))
+            nodes = list(self._pipeline.run(documents=todo))
 
             old_chunks = [c for doc_id in updated for c in self.chunk_ids(doc_id)]
-            self._vectors.add(nodes)
-            for doc in todo:
-                self._docstore.delete_ref_doc(doc.id_, raise_error=False)
-                self._docstore.set_document_hash(doc.id_, doc.metadata[DOC_HASH_KEY])
-            self._docstore.add_documents(nodes, store_text=True)
-            self._version += 1
-            self._save_state()
+            try:
+                self._commit(todo, nodes, triples)
+            except BaseException:
+                self._rollback()
+                raise
             stale = sorted(set(old_chunks) - {n.node_id for n in nodes})
             if stale:
                 self._vectors.delete_nodes(stale)
@@ -186,16 +183,43 @@ class KnowledgeBase:
                 kb_version=self._version,
             )
 
+    def _commit(
+        self, docs: list[Any], nodes: list[BaseNode], triples: dict[str, list[list[str]]]
+    ) -> None:
+        """Add the new chunks, then make the new document versions current on disk."""
+        self._vectors.add(nodes)
+        for doc in docs:
+            self._docstore.delete_ref_doc(doc.id_, raise_error=False)
+            self._docstore.set_document_hash(doc.id_, doc.metadata[DOC_HASH_KEY])
+        self._docstore.add_documents(nodes, store_text=True)
+        for doc_id, doc_triples in triples.items():
+            if doc_triples:
+                self._triples[doc_id] = doc_triples
+            else:
+                self._triples.pop(doc_id, None)
+        self._version += 1
+        self._save_state()
+
+    def _rollback(self) -> None:
+        """After a failed write: back to what is on disk, minus any orphaned chunks."""
+        self._docstore, self._version, self._triples = self._load_state()
+        self.reconcile()
+
     def delete(self, doc_id: str) -> ChangeSet:
         with self._lock:
             if self._docstore.get_document_hash(doc_id) is None:
                 raise DocumentNotFoundError(doc_id)
             chunks = self.chunk_ids(doc_id)
-            self._docstore.delete_ref_doc(doc_id, raise_error=False)
-            self._docstore.delete_document(doc_id, raise_error=False)
-            self._drop_hash(doc_id)
-            self._version += 1
-            self._save_state()
+            try:
+                self._docstore.delete_ref_doc(doc_id, raise_error=False)
+                self._docstore.delete_document(doc_id, raise_error=False)
+                self._drop_hash(doc_id)
+                self._triples.pop(doc_id, None)
+                self._version += 1
+                self._save_state()
+            except BaseException:
+                self._rollback()
+                raise
             if chunks and self._collection_exists():
                 self._vectors.delete_nodes(chunks)
             return ChangeSet(deleted=[doc_id], removed_chunk_ids=chunks, kb_version=self._version)

@@ -6,7 +6,9 @@ import json
 import re
 from typing import Any
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+from kg.models import TripleValidationError, validate_triples
 
 DOC_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}$"
 MAX_DOCUMENT_CHARS = 1_000_000
@@ -25,7 +27,11 @@ class DocumentIn(BaseModel):
     )
     text: str = Field(min_length=1, max_length=MAX_DOCUMENT_CHARS)
     metadata: dict[str, Any] = Field(default_factory=dict)
-    triples: list[list[str]] = Field(default_factory=list, max_length=MAX_TRIPLES_PER_DOCUMENT)
+    triples: list[Any] = Field(
+        default_factory=list,
+        max_length=MAX_TRIPLES_PER_DOCUMENT,
+        description="[[subject, predicate, object], ...] the caller asserts for this document.",
+    )
 
     @field_validator("text")
     @classmethod
@@ -46,6 +52,15 @@ class DocumentIn(BaseModel):
                 f"metadata is {len(encoded)} chars of JSON; at most {MAX_METADATA_JSON_CHARS}"
             )
         return value
+
+    @model_validator(mode="after")
+    def _valid_triples(self) -> DocumentIn:
+        try:
+            cleaned = validate_triples(self.triples)
+        except TripleValidationError as exc:
+            raise ValueError(f"document {self.id!r}: {exc}") from None
+        self.triples = [list(t) for t in cleaned]
+        return self
 
 
 def is_valid_doc_id(doc_id: str) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -13,25 +13,29 @@ from rag.knowledge_base import KnowledgeBase
 from rag.models import Passage
 
 
-@dataclass(frozen=True)
-class ScoredFact:
+class Fact(Protocol):
     """A knowledge-graph triple chosen for a prompt, with its relevance score."""
 
-    subject: str
-    predicate: str
-    object: str
-    score: float
-
-    def as_tuple(self) -> tuple[str, str, str]:
-        return (self.subject, self.predicate, self.object)
+    @property
+    def subject(self) -> str: ...
+    @property
+    def predicate(self) -> str: ...
+    @property
+    def object(self) -> str: ...
+    @property
+    def score(self) -> float: ...
 
 
 class FactSource(Protocol):
-    """Picks the triples to inject for a question (the kg/ layer implements it)."""
+    """Picks the triples to inject for a question (``kg.SubgraphSelector``)."""
 
-    def facts_for(
-        self, question: str, question_embedding: np.ndarray, passages: Sequence[Passage]
-    ) -> list[ScoredFact]: ...
+    def select(
+        self,
+        question: str,
+        question_embedding: np.ndarray,
+        passages: Sequence[Passage] = (),
+        max_triples: int = 3,
+    ) -> Sequence[Fact]: ...
 
 
 @dataclass(frozen=True)
@@ -41,20 +45,23 @@ class Retrieval:
     question: str
     embedding: np.ndarray
     passages: list[Passage]
-    facts: list[ScoredFact] = field(default_factory=list)
+    facts: Sequence[Fact] = ()
     elapsed_ms: float = 0.0
 
     @property
     def triples(self) -> list[tuple[str, str, str]]:
-        return [f.as_tuple() for f in self.facts]
+        return [(f.subject, f.predicate, f.object) for f in self.facts]
 
 
 class Retriever:
     """Shared by chat and warmup, so both see the same context for a question."""
 
-    def __init__(self, kb: KnowledgeBase, facts: FactSource | None = None) -> None:
+    def __init__(
+        self, kb: KnowledgeBase, facts: FactSource | None = None, max_triples: int = 3
+    ) -> None:
         self.kb = kb
         self.facts = facts
+        self.max_triples = max_triples
 
     def retrieve(
         self, question: str, top_k: int = 3, embedding: np.ndarray | None = None
@@ -67,6 +74,8 @@ class Retriever:
         if embedding is None:
             embedding = self.kb.embedder.embed_query(question)
         passages = self.kb.retrieve(embedding, top_k)
-        facts = self.facts.facts_for(question, embedding, passages) if self.facts else []
+        facts = (
+            self.facts.select(question, embedding, passages, self.max_triples) if self.facts else ()
+        )
         elapsed = (time.perf_counter() - started) * 1000
         return Retrieval(question, embedding, passages, facts, elapsed)

@@ -49,7 +49,7 @@ class VLLMServer:
         kv_cache_gib: int = 4,
         max_model_len: int = 4096,
         enforce_eager: bool = False,
-        dev_mode: bool = True,
+        dev_mode: bool = False,
     ) -> None:
         self.model_dir = model_dir
         self.served_model_name = served_model_name

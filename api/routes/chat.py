@@ -18,7 +18,7 @@ def to_response(result: ChatResult) -> ChatResponse:
     return ChatResponse(
         answer=result.answer,
         passages=result.passages,
-        triples=[list(f.as_tuple()) for f in result.facts],
+        triples=[[f.subject, f.predicate, f.object] for f in result.facts],
         cache=CacheOut(
             prompt_tokens=result.cache.prompt_tokens,
             cached_tokens=result.cache.cached_tokens,

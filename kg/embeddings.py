@@ -1,0 +1,153 @@
+"""Embeddings of node names and triple texts, kept in memory and persisted next to the graph.
+
+Vectors are computed once, when a triple first enters the graph, through an injected
+``embed`` function; a restart loads them from disk instead of re-embedding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kg.persist import atomic_write
+
+EmbedFn = Callable[[Sequence[str]], np.ndarray]
+"""Maps texts to a (len(texts), dim) array of L2-normalized rows."""
+
+
+def normalize_rows(vectors: np.ndarray) -> np.ndarray:
+    """Return float32 rows scaled to unit length (zero rows stay zero)."""
+    vectors = np.asarray(vectors, dtype=np.float32)
+    if vectors.ndim == 1:
+        vectors = vectors[None, :]
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return np.ascontiguousarray(vectors / norms, dtype=np.float32)
+
+
+def embed_checked(embed: EmbedFn, texts: Sequence[str]) -> np.ndarray:
+    """Call ``embed`` and check its shape; rows are re-normalized to guard cosine scores."""
+    if not texts:
+        return np.zeros((0, 0), dtype=np.float32)
+    vectors = np.asarray(embed(list(texts)))
+    if vectors.ndim != 2 or vectors.shape[0] != len(texts):
+        raise ValueError(
+            f"embed returned shape {vectors.shape} for {len(texts)} texts; expected (n, dim)"
+        )
+    return normalize_rows(vectors)
+
+
+class EmbeddingTable:
+    """A key -> vector map stored as one matrix, so lookups gather rows without copying dicts.
+
+    Removed keys free their row for reuse; the matrix grows by doubling. The saved file holds
+    only live rows (keys and vectors in one ``.npz``, no pickle), written atomically.
+    """
+
+    def __init__(self, dim: int | None = None) -> None:
+        self._dim = dim
+        self._rows: dict[str, int] = {}
+        self._free: list[int] = []
+        self._matrix = np.zeros((0, dim or 0), dtype=np.float32)
+        self._dirty = False
+
+    @property
+    def dirty(self) -> bool:
+        """True when the table changed since it was last saved or loaded."""
+        return self._dirty
+
+    @property
+    def dim(self) -> int | None:
+        """Vector size, known after the first vectors arrive."""
+        return self._dim
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._rows
+
+    def keys(self) -> list[str]:
+        """All keys, in no particular order."""
+        return list(self._rows)
+
+    def missing(self, keys: Iterable[str]) -> list[str]:
+        """The keys (deduplicated, in first-seen order) that have no vector yet."""
+        return [k for k in dict.fromkeys(keys) if k not in self._rows]
+
+    def add(self, keys: Sequence[str], vectors: np.ndarray) -> None:
+        """Store one vector per key (an existing key's vector is replaced)."""
+        if len(keys) == 0:
+            return
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if self._dim is None:
+            self._dim = int(vectors.shape[1])
+            self._matrix = np.zeros((0, self._dim), dtype=np.float32)
+        if vectors.shape != (len(keys), self._dim):
+            raise ValueError(f"expected {(len(keys), self._dim)} vectors, got {vectors.shape}")
+        self._dirty = True
+        for key, vector in zip(keys, vectors, strict=True):
+            row = self._rows.get(key)
+            if row is None:
+                row = self._free.pop() if self._free else self._next_row()
+                self._rows[key] = row
+            self._matrix[row] = vector
+
+    def retain(self, keep: set[str]) -> None:
+        """Drop every key not in ``keep`` (their rows are zeroed and reused later)."""
+        for key in [k for k in self._rows if k not in keep]:
+            self._dirty = True
+            row = self._rows.pop(key)
+            self._matrix[row] = 0.0
+            self._free.append(row)
+
+    def rows_for(self, keys: Sequence[str]) -> np.ndarray:
+        """The matrix rows of ``keys`` (all must be present), as an index array."""
+        return np.fromiter((self._rows[k] for k in keys), dtype=np.int64, count=len(keys))
+
+    def gather(self, keys: Sequence[str]) -> np.ndarray:
+        """A new contiguous (len(keys), dim) array with the vectors of ``keys``."""
+        if self._dim is None:
+            return np.zeros((len(keys), 0), dtype=np.float32)
+        return np.ascontiguousarray(self._matrix[self.rows_for(keys)])
+
+    def save(self, path: Path) -> None:
+        """Write live keys and vectors to ``path`` atomically."""
+        keys = sorted(self._rows)
+        vectors = self.gather(keys) if keys else np.zeros((0, self._dim or 0), np.float32)
+        arrays: dict[str, Any] = {"keys": np.array(keys, dtype=np.str_), "vectors": vectors}
+
+        def write(handle: Any) -> None:
+            np.savez(handle, **arrays)
+
+        atomic_write(path, write)
+        self._dirty = False
+
+    @classmethod
+    def load(cls, path: Path) -> EmbeddingTable:
+        """Read a table written by ``save``; a missing file gives an empty table."""
+        table = cls()
+        if not path.exists():
+            return table
+        with np.load(path, allow_pickle=False) as data:
+            keys = [str(k) for k in data["keys"]]
+            vectors = np.asarray(data["vectors"], dtype=np.float32)
+        if keys:
+            table.add(keys, vectors)
+        elif vectors.ndim == 2 and vectors.shape[1]:
+            table._dim = int(vectors.shape[1])
+        table._dirty = False
+        return table
+
+    def _next_row(self) -> int:
+        row = len(self._rows) + len(self._free)
+        if row >= self._matrix.shape[0]:
+            grown = np.zeros(
+                (max(64, 2 * self._matrix.shape[0]), self._matrix.shape[1]), np.float32
+            )
+            grown[: self._matrix.shape[0]] = self._matrix
+            self._matrix = grown
+        return row

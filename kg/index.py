@@ -1,0 +1,144 @@
+"""An immutable, array-based view of the graph built for fast subgraph selection.
+
+networkx is the store's source of truth, but walking its dicts and sorting edges per query
+would cost milliseconds. After each change the store builds one ``GraphSnapshot``: nodes and
+edges in a canonical order (so results never depend on insertion history), adjacency in CSR
+form, per-chunk edge lists and contiguous embedding matrices. Queries read a snapshot without
+locks; a change swaps in a new one.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import networkx as nx
+import numpy as np
+
+from kg.embeddings import EmbeddingTable
+from kg.models import triple_text
+from kg.normalize import normalize_predicate
+
+_EMPTY_INT = np.zeros(0, dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class GraphSnapshot:
+    """Read-only arrays describing the graph at one moment (see module docstring)."""
+
+    node_keys: list[str] = field(default_factory=list)
+    node_names: list[str] = field(default_factory=list)
+    node_index: dict[str, int] = field(default_factory=dict)
+    node_vectors: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    edge_subject: np.ndarray = field(default_factory=lambda: _EMPTY_INT)
+    edge_object: np.ndarray = field(default_factory=lambda: _EMPTY_INT)
+    edge_subject_name: list[str] = field(default_factory=list)
+    edge_predicate: list[str] = field(default_factory=list)
+    edge_object_name: list[str] = field(default_factory=list)
+    edge_text: list[str] = field(default_factory=list)
+    edge_doc: list[str] = field(default_factory=list)
+    edge_chunk: list[str | None] = field(default_factory=list)
+    edge_source: list[str] = field(default_factory=list)
+    # Edges with the same normalized (subject, predicate, object) share a group: one fact
+    # stated by several documents is offered once.
+    edge_group: np.ndarray = field(default_factory=lambda: _EMPTY_INT)
+    edge_vectors: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    adjacency_ptr: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
+    adjacency_edges: np.ndarray = field(default_factory=lambda: _EMPTY_INT)
+    chunk_edges: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)
+    document_edges: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def edge_count(self) -> int:
+        """Number of edges (triples) in the snapshot."""
+        return len(self.edge_text)
+
+    def incident(self, node: int) -> np.ndarray:
+        """Edge indices touching ``node`` (either direction), ascending."""
+        return self.adjacency_edges[self.adjacency_ptr[node] : self.adjacency_ptr[node + 1]]
+
+    @classmethod
+    def build(
+        cls, graph: nx.MultiDiGraph, nodes: EmbeddingTable, triples: EmbeddingTable
+    ) -> GraphSnapshot:
+        """Index ``graph`` with vectors from the node and triple embedding tables."""
+        if graph.number_of_edges() == 0:
+            return cls()
+        node_keys = sorted(graph.nodes)
+        node_index = {key: i for i, key in enumerate(node_keys)}
+        node_names = [str(graph.nodes[key].get("name", key)) for key in node_keys]
+
+        rows = []
+        for u, v, key, data in graph.edges(keys=True, data=True):
+            chunk = data.get("chunk_id")
+            predicate = str(data["predicate"])
+            rows.append(
+                (
+                    u,
+                    normalize_predicate(predicate),
+                    v,
+                    str(data["doc_id"]),
+                    chunk or "",
+                    str(key),
+                    predicate,
+                    data,
+                    chunk,
+                )
+            )
+        rows.sort(key=lambda r: r[:6])
+
+        subject = np.fromiter((node_index[r[0]] for r in rows), np.int64, len(rows))
+        obj = np.fromiter((node_index[r[2]] for r in rows), np.int64, len(rows))
+        group = np.zeros(len(rows), np.int64)
+        for i in range(1, len(rows)):
+            same = rows[i][:3] == rows[i - 1][:3]
+            group[i] = group[i - 1] if same else group[i - 1] + 1
+        subject_names = [str(r[7]["subject_name"]) for r in rows]
+        object_names = [str(r[7]["object_name"]) for r in rows]
+        predicates = [r[6] for r in rows]
+        texts = [
+            triple_text(s, p, o)
+            for s, p, o in zip(subject_names, predicates, object_names, strict=True)
+        ]
+
+        chunk_lists: dict[tuple[str, str], list[int]] = defaultdict(list)
+        doc_lists: dict[str, list[int]] = defaultdict(list)
+        for i, r in enumerate(rows):
+            if r[8] is None:
+                doc_lists[r[3]].append(i)
+            else:
+                chunk_lists[(r[3], str(r[8]))].append(i)
+
+        return cls(
+            node_keys=node_keys,
+            node_names=node_names,
+            node_index=node_index,
+            node_vectors=nodes.gather(node_keys),
+            edge_subject=subject,
+            edge_object=obj,
+            edge_subject_name=subject_names,
+            edge_predicate=predicates,
+            edge_object_name=object_names,
+            edge_text=texts,
+            edge_doc=[r[3] for r in rows],
+            edge_chunk=[r[8] for r in rows],
+            edge_source=[str(r[7].get("source", "supplied")) for r in rows],
+            edge_group=group,
+            edge_vectors=triples.gather(texts),
+            **_csr(subject, obj, len(node_keys)),
+            chunk_edges={k: np.array(v, np.int64) for k, v in chunk_lists.items()},
+            document_edges={k: np.array(v, np.int64) for k, v in doc_lists.items()},
+        )
+
+
+def _csr(subject: np.ndarray, obj: np.ndarray, node_count: int) -> dict[str, np.ndarray]:
+    """Adjacency (both directions) as CSR: edges of node n are edges[ptr[n]:ptr[n+1]]."""
+    edge_ids = np.arange(len(subject), dtype=np.int64)
+    loops = subject == obj  # a self-loop is listed once, not twice
+    nodes = np.concatenate([subject, obj[~loops]])
+    edges = np.concatenate([edge_ids, edge_ids[~loops]])
+    order = np.lexsort((edges, nodes))
+    counts = np.bincount(nodes, minlength=node_count)
+    ptr = np.zeros(node_count + 1, np.int64)
+    np.cumsum(counts, out=ptr[1:])
+    return {"adjacency_ptr": ptr, "adjacency_edges": edges[order]}

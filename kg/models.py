@@ -1,0 +1,147 @@
+"""Data shapes of the knowledge graph: triples with provenance, scored triples, entity rows.
+
+Also the validation of caller-supplied triples, kept apart from the pydantic models so the API
+layer can turn a bad triple into a 422 that names the document and the triple's index.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+MAX_TERM_LENGTH = 200
+"""Longest subject, predicate or object accepted, in characters after stripping."""
+
+TripleSource = Literal["supplied", "extracted"]
+
+_WHITESPACE = re.compile(r"\s+")
+
+Term = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_TERM_LENGTH)
+]
+
+
+def clean_term(text: str) -> str:
+    """Strip and collapse internal whitespace: the display form of any triple term."""
+    return _WHITESPACE.sub(" ", text).strip()
+
+
+class Triple(BaseModel):
+    """One (subject, predicate, object) fact with the place it came from.
+
+    Subject and object are display names (the surface form the source used); the graph keys
+    nodes by their normalized form. ``chunk_id`` is None for triples supplied with a whole
+    document rather than found in one of its chunks.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    subject: Term
+    predicate: Term
+    object: Term
+    doc_id: str = Field(min_length=1)
+    chunk_id: str | None = None
+    source: TripleSource = "supplied"
+
+    def as_list(self) -> list[str]:
+        """The public API form: ``[subject, predicate, object]``."""
+        return [self.subject, self.predicate, self.object]
+
+    @property
+    def text(self) -> str:
+        """The triple as one line of text; this is what gets embedded for ranking."""
+        return triple_text(self.subject, self.predicate, self.object)
+
+
+class ScoredTriple(BaseModel):
+    """A triple chosen for a question, with its relevance score and provenance."""
+
+    model_config = ConfigDict(frozen=True)
+
+    subject: str
+    predicate: str
+    object: str
+    score: float
+    doc_id: str
+    chunk_id: str | None = None
+    source: TripleSource = "supplied"
+
+    def as_list(self) -> list[str]:
+        """The public API form: ``[subject, predicate, object]``."""
+        return [self.subject, self.predicate, self.object]
+
+
+class EntityInfo(BaseModel):
+    """A graph node as the admin view shows it."""
+
+    key: str
+    name: str
+    degree: int
+
+
+class TripleValidationError(ValueError):
+    """A supplied triple is malformed; ``index`` is its 0-based position (None: not a list)."""
+
+    def __init__(self, index: int | None, problem: str) -> None:
+        self.index = index
+        self.problem = problem
+        where = "triples" if index is None else f"triple {index}"
+        super().__init__(f"{where}: {problem}")
+
+
+_PARTS = ("subject", "predicate", "object")
+
+
+def triple_text(subject: str, predicate: str, obj: str) -> str:
+    """One line of text for a triple (used for embeddings and tie-breaking)."""
+    return f"{subject} {predicate} {obj}"
+
+
+def validate_triples(raw: object) -> list[tuple[str, str, str]]:
+    """Check caller-supplied triples and return them cleaned (stripped, whitespace collapsed).
+
+    ``raw`` must be a list of ``[subject, predicate, object]`` lists (tuples accepted) of
+    non-empty strings of at most ``MAX_TERM_LENGTH`` characters after stripping; None means no
+    triples. The first problem found raises ``TripleValidationError`` naming the triple index.
+    """
+    if raw is None:
+        return []
+    if not isinstance(raw, list | tuple):
+        raise TripleValidationError(None, "expected a list of [subject, predicate, object]")
+    cleaned: list[tuple[str, str, str]] = []
+    for index, item in enumerate(raw):
+        if not isinstance(item, list | tuple):
+            raise TripleValidationError(
+                index, f"expected [subject, predicate, object], got {type(item).__name__}"
+            )
+        if len(item) != 3:
+            raise TripleValidationError(
+                index, f"expected 3 items [subject, predicate, object], got {len(item)}"
+            )
+        terms: list[str] = []
+        for part, value in zip(_PARTS, item, strict=True):
+            if not isinstance(value, str):
+                raise TripleValidationError(
+                    index, f"{part} must be a string, got {type(value).__name__}"
+                )
+            term = clean_term(value)
+            if not term:
+                raise TripleValidationError(index, f"{part} is empty")
+            if len(term) > MAX_TERM_LENGTH:
+                raise TripleValidationError(
+                    index,
+                    f"{part} is longer than {MAX_TERM_LENGTH} characters ({len(term)})",
+                )
+            terms.append(term)
+        cleaned.append((terms[0], terms[1], terms[2]))
+    return cleaned
+
+
+def supplied_triples(doc_id: str, raw: object) -> list[Triple]:
+    """Validate caller-supplied triples and wrap them with document-level provenance."""
+    return [
+        Triple(subject=s, predicate=p, object=o, doc_id=doc_id, chunk_id=None, source="supplied")
+        for s, p, o in validate_triples(raw)
+    ]

@@ -1,0 +1,161 @@
+"""Chat over HTTP against the real vLLM: citations, streaming, OpenAI shape, cache."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from rag.llm import VLLMClient
+from tests.conftest import Service
+
+DOCS = [
+    {
+        "id": "zorn",
+        "text": "The river Zorn flows through the town of Kellerby. Its water is green.",
+    },
+    {"id": "bread", "text": "Bread is baked from flour, water, salt and yeast in a hot oven."},
+    {
+        "id": "mars",
+        "text": "Mars is the fourth planet from the Sun and has two moons, Phobos and Deimos.",
+    },
+    {"id": "tea", "text": "Green tea is made from leaves that are steamed soon after picking."},
+]
+
+
+def sse_events(text: str) -> list[tuple[str, str]]:
+    events = []
+    for block in text.strip().split("\n\n"):
+        name, data = "message", ""
+        for line in block.splitlines():
+            if line.startswith("event: "):
+                name = line[7:]
+            elif line.startswith("data: "):
+                data = line[6:]
+        events.append((name, data))
+    return events
+
+
+def test_chat_cites_the_passage_that_holds_the_answer(service: Service) -> None:
+    service.ingest(*DOCS)
+    body = service.chat("How many moons does Mars have?")
+    assert body["passages"][0]["doc_id"] == "mars"
+    assert len(body["passages"]) == 3
+    assert body["passages"][0]["score"] >= body["passages"][1]["score"]
+    assert set(body["passages"][0]) == {"doc_id", "chunk_id", "text", "score"}
+    assert body["answer"].strip()
+    assert body["triples"] == [] or all(len(t) == 3 for t in body["triples"])
+    assert body["cache"]["prompt_tokens"] > 50
+    timings = body["timings"]
+    assert 0 < timings["retrieval_ms"] <= timings["ttft_ms"] <= timings["total_ms"]
+
+
+def test_top_k(service: Service) -> None:
+    service.ingest(*DOCS)
+    assert len(service.chat("Mars", top_k=1)["passages"]) == 1
+
+
+def test_streaming_chat_sends_tokens_then_the_rest(service: Service) -> None:
+    service.ingest(*DOCS)
+    with service.client.stream(
+        "POST", "/v1/chat", json={"question": "What is bread made of?", "stream": True}
+    ) as resp:
+        assert resp.status_code == 200
+        assert resp.headers["content-type"].startswith("text/event-stream")
+        events = sse_events(resp.read().decode())
+    tokens = [json.loads(d)["text"] for name, d in events if name == "token"]
+    assert len(tokens) >= 2
+    assert events[-1][0] == "done"
+    final = json.loads(events[-1][1])
+    assert final["answer"] == "".join(tokens)
+    assert final["passages"][0]["doc_id"] == "bread"
+    assert set(final) == {"answer", "passages", "triples", "cache", "timings"}
+
+
+def test_openai_compatible_completions(service: Service) -> None:
+    service.ingest(*DOCS)
+    messages = [
+        {"role": "user", "content": "Hello"},
+        {"role": "assistant", "content": "Hi, ask me anything."},
+        {"role": "user", "content": "Which town does the river Zorn flow through?"},
+    ]
+    resp = service.client.post("/v1/chat/completions", json={"model": "any", "messages": messages})
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    assert body["object"] == "chat.completion"
+    assert body["choices"][0]["message"]["role"] == "assistant"
+    assert body["choices"][0]["message"]["content"].strip()
+    assert body["usage"]["prompt_tokens"] > 0
+    assert "cached_tokens" in body["usage"]["prompt_tokens_details"]
+    assert body["warmrag"]["passages"][0]["doc_id"] == "zorn"  # RAG on the LAST user message
+
+    with service.client.stream(
+        "POST",
+        "/v1/chat/completions",
+        json={"messages": messages[-1:], "stream": True, "max_tokens": 8},
+    ) as resp:
+        assert resp.status_code == 200
+        events = sse_events(resp.read().decode())
+    assert events[-1][1] == "[DONE]"
+    chunks = [json.loads(d) for _, d in events[:-1]]
+    assert all(c["object"] == "chat.completion.chunk" for c in chunks)
+    assert "".join(c["choices"][0]["delta"].get("content", "") for c in chunks).strip()
+    assert chunks[-1]["usage"]["completion_tokens"] <= 8
+    assert chunks[-1]["choices"][0]["finish_reason"] in {"stop", "length"}
+
+
+def test_openai_request_validation(service: Service) -> None:
+    for body in (
+        {"messages": []},
+        {"messages": [{"role": "assistant", "content": "no question"}]},
+        {"messages": [{"role": "user", "content": "  "}]},
+        {"messages": [{"role": "robot", "content": "x"}]},
+    ):
+        resp = service.client.post("/v1/chat/completions", json=body)
+        assert resp.status_code == 422, body
+
+
+def test_bad_questions_are_422(service: Service) -> None:
+    for body in (
+        {"question": ""},
+        {"question": "   \n"},
+        {"question": "x" * 2001},
+        {},
+        {"question": "ok", "top_k": 0},
+    ):
+        resp = service.client.post("/v1/chat", json=body)
+        assert resp.status_code == 422, body
+        assert resp.json()["detail"]
+
+
+def test_warm_prefix_is_reused_by_a_chat_with_a_new_question(service: Service) -> None:
+    """The prompt builder's contract: prefilling the prefix of a context makes any
+    question on that context hit vLLM's prefix cache for all its full blocks."""
+    long_docs = [
+        {
+            "id": f"zorn-{i}",
+            "text": f"Fact {i} about the river Zorn: " + "It is long and green. " * 60,
+        }
+        for i in range(3)
+    ]
+    service.ingest(*long_docs)
+    runtime = service.runtime
+    question = "What colour is the river Zorn?"
+    retrieval = runtime.retriever.retrieve(question, 3)
+    prefix = runtime.builder.prefix(retrieval.passages, retrieval.triples)
+
+    async def warm() -> tuple[int, int]:
+        llm = VLLMClient(runtime.llm.base_url, runtime.llm.model)
+        try:
+            usage = await llm.prefill(prefix.messages)
+            return usage.prompt_tokens, await llm.block_size()
+        finally:
+            await llm.aclose()
+
+    prefix_tokens, block = asyncio.run(warm())
+    full_blocks = prefix_tokens // block * block
+    assert full_blocks >= block, "the test context must span at least one full KV block"
+
+    body = service.chat("Is the Zorn river long? Answer briefly.")
+    assert sorted(p["chunk_id"] for p in body["passages"]) == list(prefix.chunk_ids)
+    assert body["cache"]["cached_tokens"] >= full_blocks
+    assert body["cache"]["prompt_tokens"] > prefix_tokens

@@ -1,0 +1,98 @@
+"""Triple extraction with the real spaCy model, on sentences with known answers."""
+
+from __future__ import annotations
+
+import pytest
+
+from kg import TripleExtractor, load_nlp
+
+
+@pytest.mark.parametrize(
+    ("sentence", "expected"),
+    [
+        ("Marie Curie was born in Warsaw.", ("Marie Curie", "born in", "Warsaw")),
+        ("Curie was born in Warsaw.", ("Curie", "born in", "Warsaw")),
+        (
+            "Polonium was discovered by Marie Curie in 1898.",
+            ("Marie Curie", "discover", "Polonium"),
+        ),
+        (
+            "The Eiffel Tower was designed by Gustave Eiffel.",
+            ("Gustave Eiffel", "design", "Eiffel Tower"),
+        ),
+        ("Marie Curie won the Nobel Prize in 1903.", ("Marie Curie", "win", "Nobel Prize")),
+        ("Marie Curie won the Nobel Prize in 1903.", ("Marie Curie", "win in", "1903")),
+        ("Paris is the capital of France.", ("Paris", "be capital of", "France")),
+        ("Marie Curie is a physicist.", ("Marie Curie", "be", "physicist")),
+        (
+            "The University of Paris hired Marie Curie.",
+            ("University of Paris", "hire", "Marie Curie"),
+        ),
+        (
+            "Albert Einstein developed the theory of relativity.",
+            ("Albert Einstein", "develop", "theory of relativity"),
+        ),
+        (
+            "Alan Turing did not invent the telephone.",
+            ("Alan Turing", "not invent", "telephone"),
+        ),
+        ("The company set up a new office in Berlin.", ("company", "set up in", "Berlin")),
+        (
+            "Marie Curie studied radioactive elements with many other scientists.",
+            ("Marie Curie", "study", "radioactive elements"),
+        ),
+        (
+            "Marie Curie studied radioactive elements with many other scientists.",
+            ("Marie Curie", "study with", "scientists"),
+        ),
+    ],
+)
+def test_extracts_expected_triple(
+    extractor: TripleExtractor, sentence: str, expected: tuple[str, str, str]
+) -> None:
+    assert expected in extractor.extract(sentence)
+
+
+def test_conjoined_subjects_and_objects(extractor: TripleExtractor) -> None:
+    triples = extractor.extract("Pierre and Marie Curie discovered polonium and radium.")
+    assert set(triples) == {
+        ("Pierre", "discover", "polonium"),
+        ("Pierre", "discover", "radium"),
+        ("Marie Curie", "discover", "polonium"),
+        ("Marie Curie", "discover", "radium"),
+    }
+
+
+def test_conjoined_verb_borrows_the_subject(extractor: TripleExtractor) -> None:
+    triples = extractor.extract("Curie was born in Warsaw and moved to Paris.")
+    assert ("Curie", "move to", "Paris") in triples
+
+
+def test_pronoun_subjects_are_skipped(extractor: TripleExtractor) -> None:
+    assert extractor.extract("She moved to Paris in 1891.") == []
+
+
+def test_relative_pronoun_resolves_to_the_noun(extractor: TripleExtractor) -> None:
+    triples = extractor.extract("The woman who discovered radium was Marie Curie.")
+    assert ("woman", "discover", "radium") in triples
+
+
+def test_chunks_carry_provenance(extractor: TripleExtractor) -> None:
+    triples = extractor.extract_chunks(
+        "doc-7",
+        [("doc-7#0", "Marie Curie was born in Warsaw."), ("doc-7#1", "Nothing to see here.")],
+    )
+    assert [t.as_list() for t in triples] == [["Marie Curie", "born in", "Warsaw"]]
+    assert triples[0].doc_id == "doc-7"
+    assert triples[0].chunk_id == "doc-7#0"
+    assert triples[0].source == "extracted"
+
+
+def test_duplicates_within_a_text_are_dropped(extractor: TripleExtractor) -> None:
+    text = "Marie Curie was born in Warsaw. Marie Curie was born in Warsaw."
+    assert extractor.extract(text) == [("Marie Curie", "born in", "Warsaw")]
+
+
+def test_model_is_loaded_once_per_process(extractor: TripleExtractor) -> None:
+    assert load_nlp() is load_nlp()
+    assert extractor.nlp is load_nlp()
