@@ -42,7 +42,9 @@ class Settings(BaseSettings):
     served_model_name: str = "SmolLM2-135M-Instruct"
     model_dir: Path | None = Field(None, description="HF model folder; default data_dir/models/...")
     vllm_port: int = Field(8001, ge=1, le=65535)
-    vllm_kv_cache_gib: int = Field(4, ge=1, description="VLLM_CPU_KVCACHE_SPACE for the child.")
+    vllm_kv_cache_gib: int = Field(
+        4, ge=1, description="VLLM_CPU_KVCACHE_SPACE for the child (>= 4 turns warmup on)."
+    )
     vllm_max_model_len: int = Field(4096, ge=512)
     vllm_enforce_eager: bool = Field(False, description="Faster start-up, slightly slower TTFT.")
     vllm_dev_mode: bool = Field(
@@ -71,6 +73,24 @@ class Settings(BaseSettings):
     kg_similarity_threshold: float = Field(
         0.5, ge=-1.0, le=1.0, description="Node-name similarity needed to link a question."
     )
+
+    # Warmup
+    warmup_enabled: bool = Field(True, description="Knowledge-aware warmup on or off.")
+    warmup_ttl_s: float = Field(1800.0, gt=0, description="TTL of a warm prefix.")
+    warmup_half_life_s: float = Field(3600.0, gt=0, description="Half-life of hot-query counts.")
+    warmup_hot_min_count: float = Field(2.0, gt=0, description="Decayed count that is hot.")
+    warmup_steps: int = Field(3, ge=1, description="Progressive warmup steps.")
+    warmup_kv_usage_threshold: float = Field(0.7, gt=0, le=1, description="Stop above this.")
+    warmup_max_concurrency: int = Field(1, ge=1, description="Prefills in flight at once.")
+    warmup_debounce_s: float = Field(1.0, ge=0, description="Quiet time before detection.")
+    warmup_restore_max_entries: int = Field(64, ge=0, description="Re-warmed at start-up.")
+    warmup_budget_share: float | None = Field(
+        None, ge=0, le=1, description="Share of the KV cache for warm prefixes (default: tier)."
+    )
+    warmup_document_queries: bool = Field(False, description="Warm a query per new document.")
+    warmup_detect_interval_s: float = Field(600.0, gt=0, description="Scheduled re-check.")
+    warmup_sweep_interval_s: float = Field(60.0, gt=0, description="TTL sweep.")
+    warmup_hot_interval_s: float = Field(120.0, gt=0, description="Hot-query warmup.")
 
     @cached_property
     def resolved_model_dir(self) -> Path:

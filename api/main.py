@@ -10,7 +10,7 @@ from fastapi import FastAPI, Request, status
 from fastapi.responses import JSONResponse
 
 from api.config import Settings
-from api.routes import chat, completions, documents, health, kg
+from api.routes import chat, completions, documents, health, kg, warmup
 from api.runtime import Runtime
 from rag.embedding import Embedder
 from rag.llm import LLMRequestError, LLMUnavailableError
@@ -37,7 +37,7 @@ def create_app(settings: Settings | None = None, embedder: Embedder | None = Non
         version="0.1.0",
         lifespan=lifespan,
     )
-    for module in (health, chat, completions, documents, kg):
+    for module in (health, chat, completions, documents, kg, warmup):
         app.include_router(module.router)
 
     @app.exception_handler(LLMUnavailableError)

@@ -34,6 +34,10 @@ from rag.prompt import PromptBuilder
 from rag.retriever import Retriever
 from rag.sample import load_sample_documents
 from rag.vllm_server import VLLMServer
+from warmup.scheduler import WarmupScheduler
+from warmup.service import WarmupConfig, WarmupService
+from warmup.store import WarmupStore
+from warmup.warmer import Warmer
 
 log = logging.getLogger(__name__)
 
@@ -100,8 +104,37 @@ class Runtime:
             max_tokens=settings.max_tokens,
             temperature=settings.temperature,
         )
+        self.warmup: WarmupService | None = None
+        self.scheduler: WarmupScheduler | None = None
+        if settings.warmup_enabled:
+            self.warmup = self._build_warmup()
+            self.engine.observer = self.warmup
         self._startup: asyncio.Task[None] | None = None
         self.refresh_kb_metrics()
+
+    def _build_warmup(self) -> WarmupService:
+        s = self.settings
+        config = WarmupConfig(
+            ttl_s=s.warmup_ttl_s,
+            half_life_s=s.warmup_half_life_s,
+            hot_min_count=s.warmup_hot_min_count,
+            steps=s.warmup_steps,
+            kv_usage_threshold=s.warmup_kv_usage_threshold,
+            max_concurrency=s.warmup_max_concurrency,
+            debounce_s=s.warmup_debounce_s,
+            restore_max_entries=s.warmup_restore_max_entries,
+            budget_share=s.warmup_budget_share,
+            document_queries=s.warmup_document_queries,
+            top_k=s.top_k,
+            context_window=s.vllm_max_model_len,
+        )
+        warmer = Warmer(
+            self.llm, self.engine.activity, self.metrics, max_concurrency=s.warmup_max_concurrency
+        )
+        store = WarmupStore(s.data_dir / "warmup.sqlite3")
+        return WarmupService(
+            config, store, self.retriever, self.builder, self.llm, warmer, self.metrics
+        )
 
     def _open_qdrant(self) -> QdrantClient:
         if self.settings.qdrant_url:
@@ -140,6 +173,8 @@ class Runtime:
         self.metrics.ingested_documents.labels("unchanged").inc(len(change.unchanged))
         self.metrics.ingested_documents.labels("deleted").inc(len(change.deleted))
         self.refresh_kb_metrics()
+        if self.warmup is not None:
+            self.warmup.notify_change(change)
 
     def refresh_kb_metrics(self) -> None:
         self.metrics.documents.set(len(self.kb.document_ids()))
@@ -166,6 +201,17 @@ class Runtime:
             # Tokenizer and one short forward pass: the first real request should
             # not pay for lazy initialisation.
             await self.llm.prefill(self.builder.prefix([]).messages)
+            if self.warmup is not None:
+                await self.warmup.start()  # budget, then the hottest persisted entries
+                await self.warmup.flush()  # e.g. the sample KB just seeded
+                s = self.settings
+                self.scheduler = WarmupScheduler(
+                    self.warmup,
+                    detect_interval_s=s.warmup_detect_interval_s,
+                    sweep_interval_s=s.warmup_sweep_interval_s,
+                    hot_interval_s=s.warmup_hot_interval_s,
+                )
+                self.scheduler.start()
             self.phase = Phase.READY
             log.info("warmrag is ready")
         except Exception as exc:  # reported by /ready; the process keeps serving /health
@@ -192,6 +238,11 @@ class Runtime:
             self._startup.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._startup
+        if self.scheduler is not None:
+            self.scheduler.shutdown()
+        if self.warmup is not None:
+            await self.warmup.aclose()
+            self.warmup.store.close()
         await self.llm.aclose()
         if self.vllm_server is not None:
             await anyio.to_thread.run_sync(self.vllm_server.stop)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -22,6 +23,36 @@ class ChatObserver(Protocol):
     def on_chat(self, retrieval: Retrieval, prefix: PromptPrefix, usage: Usage) -> bool:
         """Record the chat; return whether it was served from a registered warm prefix."""
         ...
+
+
+class ChatActivity:
+    """Counts chats in flight, so background prefills can yield to them."""
+
+    def __init__(self) -> None:
+        self._active = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    @property
+    def active(self) -> int:
+        return self._active
+
+    def enter(self) -> None:
+        self._active += 1
+        self._idle.clear()
+
+    def exit(self) -> None:
+        self._active -= 1
+        if self._active == 0:
+            self._idle.set()
+
+    async def wait_idle(self, timeout_s: float) -> bool:
+        """Wait until no chat is running (at most ``timeout_s``); True if idle."""
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout_s)
+        except TimeoutError:
+            return False
+        return True
 
 
 @dataclass(frozen=True)
@@ -75,6 +106,7 @@ class ChatEngine:
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.observer = observer
+        self.activity = ChatActivity()
 
     async def stream(
         self,
@@ -92,6 +124,7 @@ class ChatEngine:
         """
         started = time.perf_counter()
         outcome = "error"
+        self.activity.enter()
         try:
             retrieval = await anyio.to_thread.run_sync(self.retriever.retrieve, question, top_k)
             self.metrics.retrieval_latency.observe(retrieval.elapsed_ms / 1000)
@@ -141,6 +174,7 @@ class ChatEngine:
             outcome = "rejected"
             raise
         finally:
+            self.activity.exit()
             self.metrics.requests.labels(endpoint, outcome).inc()
 
     async def answer(

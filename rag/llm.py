@@ -33,8 +33,25 @@ class TextDelta:
     text: str
 
 
-_BLOCK_SIZE_RE = re.compile(r'vllm:cache_config_info\{[^}]*block_size="(\d+)"')
-_NUM_BLOCKS_RE = re.compile(r'vllm:cache_config_info\{[^}]*num_gpu_blocks="(\d+)"')
+@dataclass(frozen=True)
+class CacheConfig:
+    """vLLM's KV cache, as its metrics describe it."""
+
+    block_size: int
+    num_blocks: int
+    memory_bytes: int
+
+    @property
+    def capacity_tokens(self) -> int:
+        return self.block_size * self.num_blocks
+
+
+def _label(text: str, name: str) -> str | None:
+    match = re.search(r"vllm:cache_config_info\{[^}]*\b" + name + r'="([^"]*)"', text)
+    return match.group(1) if match else None
+
+
+_KV_USAGE_RE = re.compile(r"^vllm:kv_cache_usage_perc\{[^}]*\} ([0-9.eE+-]+)$", re.MULTILINE)
 
 
 def _usage(raw: dict[str, Any] | None) -> Usage:
@@ -56,7 +73,7 @@ class VLLMClient:
         self._http = httpx.AsyncClient(
             base_url=self.base_url, timeout=httpx.Timeout(timeout_s, connect=5.0)
         )
-        self._cache_config: tuple[int, int] | None = None
+        self._cache_config: CacheConfig | None = None
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -131,19 +148,29 @@ class VLLMClient:
             raise LLMUnavailableError(f"vLLM metrics unavailable: {exc!r}") from exc
         return resp.text
 
-    async def cache_config(self) -> tuple[int, int]:
-        """(block_size, num_blocks) of vLLM's KV cache, read once from its metrics."""
+    async def cache_config(self) -> CacheConfig:
+        """Block size, block count and memory of vLLM's KV cache (read once)."""
         if self._cache_config is None:
             text = await self.metrics_text()
-            block = _BLOCK_SIZE_RE.search(text)
-            blocks = _NUM_BLOCKS_RE.search(text)
-            if not block:
+            block = _label(text, "block_size")
+            if block is None or not block.isdigit():
                 raise LLMUnavailableError("vLLM metrics do not report cache_config_info")
-            self._cache_config = (int(block.group(1)), int(blocks.group(1)) if blocks else 0)
+            blocks = _label(text, "num_gpu_blocks") or "0"
+            memory = _label(text, "kv_cache_memory_bytes") or "0"
+            self._cache_config = CacheConfig(
+                block_size=int(block),
+                num_blocks=int(blocks) if blocks.isdigit() else 0,
+                memory_bytes=int(memory) if memory.isdigit() else 0,
+            )
         return self._cache_config
 
     async def block_size(self) -> int:
-        return (await self.cache_config())[0]
+        return (await self.cache_config()).block_size
+
+    async def kv_usage(self) -> float:
+        """Share of KV-cache blocks in use (0..1), summed over engines."""
+        values = [float(v) for v in _KV_USAGE_RE.findall(await self.metrics_text())]
+        return min(1.0, sum(values)) if values else 0.0
 
     async def reset_prefix_cache(self) -> None:
         """Empty vLLM's prefix cache (needs VLLM_SERVER_DEV_MODE=1 on the server)."""

@@ -42,5 +42,54 @@ class ServiceMetrics:
             "warmrag_ingested_documents", "Documents by ingest outcome", ["outcome"], registry=r
         )
 
+        # Warmup (names from the seed design's checklist)
+        self.cold_starts = Counter(
+            "warmrag_cold_start", "Start-ups with an empty prefix cache (per instance)", registry=r
+        )
+        self.warmup_lookups = Counter(
+            "warmrag_warmup_lookups", "Chats whose prefix was in the warm registry", registry=r
+        )
+        self.warmup_hits = Counter(
+            "warmrag_warmup_hits",
+            "Chats served from a registered warm prefix (all its full blocks cached)",
+            registry=r,
+        )
+        self.warmup_hit_ratio = Gauge(
+            "warmrag_warmup_hit_ratio", "warmup_hits / chats since start", registry=r
+        )
+        self.kv_cache_misses = Counter(
+            "warmrag_kv_cache_miss",
+            "Chats on a registered prefix that vLLM had (partly) evicted",
+            registry=r,
+        )
+        self.rewarms = Counter(
+            "warmrag_rewarm", "Prefixes warmed, by reason", ["reason"], registry=r
+        )
+        self.ttl_extensions = Counter(
+            "warmrag_ttl_extension", "Entries whose TTL was extended without a prefill", registry=r
+        )
+        self.warm_entries = Gauge("warmrag_warm_entries", "Entries in the registry", registry=r)
+        self.warm_tokens = Gauge("warmrag_warm_tokens", "Prefix tokens kept warm", registry=r)
+        self.warm_requests = Counter(
+            "warmrag_warm_requests", "Prefill requests sent to vLLM by warmup", registry=r
+        )
+        self.warm_prefill_tokens = Counter(
+            "warmrag_warm_prefill_tokens",
+            "Prompt tokens vLLM computed for warmup (not already cached)",
+            registry=r,
+        )
+        self.detection_seconds = Histogram(
+            "warmrag_change_detection_seconds",
+            "Time to find the entries a change affects",
+            registry=r,
+        )
+        self._chats = 0
+        self._hits = 0
+
+    def record_chat(self, warm_hit: bool) -> None:
+        self._chats += 1
+        self._hits += int(warm_hit)
+        self.warmup_hit_ratio.set(self._hits / self._chats)
+
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -53,7 +53,7 @@ def vllm(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         MODEL_NAME,
         free_port(),
         tmp_path_factory.mktemp("vllm"),
-        kv_cache_gib=2,
+        kv_cache_gib=4,  # the 4-16 GiB tier: warmup may use 30% of the KV cache
         enforce_eager=True,
         dev_mode=True,
     )
@@ -96,6 +96,16 @@ class Service:
         assert resp.status_code == 200, resp.text
         return dict(resp.json())
 
+    def warmup_cycle(self) -> list[dict[str, Any]]:
+        resp = self.client.post("/admin/warmup", headers=self.admin())
+        assert resp.status_code == 200, resp.text
+        return list(resp.json())
+
+    def registry(self) -> dict[str, Any]:
+        resp = self.client.get("/admin/warmup", headers=self.admin())
+        assert resp.status_code == 200, resp.text
+        return dict(resp.json())
+
     def chat(self, question: str, **extra: Any) -> dict[str, Any]:
         resp = self.client.post("/v1/chat", json={"question": question, **extra})
         assert resp.status_code == 200, resp.text
@@ -123,6 +133,8 @@ def start_service(vllm: VLLMServer, embedder: Embedder, tmp_path: Path) -> Itera
             "admin_token": ADMIN_TOKEN,
             "seed_sample_kb": False,
             "max_tokens": 24,
+            # Detection runs when a test asks (POST /admin/warmup), not on a timer.
+            "warmup_debounce_s": 3600.0,
             "served_model_name": MODEL_NAME,
         }
         values.update(overrides)

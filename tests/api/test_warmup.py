@@ -1,0 +1,253 @@
+"""Knowledge-aware warmup against the real vLLM: every claim is checked with vLLM's
+own ``cached_tokens`` and by counting the prefill requests warmup sends."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from rag.llm import VLLMClient
+from rag.vllm_server import VLLMServer
+from tests.conftest import Service, ServiceFactory
+
+
+def topic(doc_id: str, subject: str, fact: str) -> dict[str, Any]:
+    filler = " ".join(f"{subject} is described in record {i} of the archive." for i in range(6))
+    return {"id": doc_id, "text": f"{fact} {filler}"}
+
+
+# Three documents per subject, so every question's top-3 is on its subject and an
+# unrelated document cannot enter it.
+DOCS = [
+    topic("zorn", "The river Zorn", "The river Zorn is green and flows through Kellerby."),
+    topic("zorn-fish", "The river Zorn", "Trout and pike live in the river Zorn."),
+    topic("zorn-bridge", "The river Zorn", "Three stone bridges cross the river Zorn."),
+    topic("mars", "The planet Mars", "The planet Mars has two moons called Phobos and Deimos."),
+    topic("mars-red", "The planet Mars", "The planet Mars looks red because of iron oxide."),
+    topic("mars-year", "The planet Mars", "A year on the planet Mars lasts 687 Earth days."),
+    topic("rye", "Rye bread", "Rye bread is baked from rye flour, water and sourdough."),
+    topic("rye-crust", "Rye bread", "Rye bread has a dark crust and a dense crumb."),
+    topic("rye-keep", "Rye bread", "Rye bread keeps fresh for a week when wrapped."),
+]
+ZORN_Q = "What colour is the river Zorn?"
+
+
+def reset_prefix_cache(vllm: VLLMServer) -> None:
+    """Empty vLLM's prefix cache, as a vLLM restart would."""
+
+    async def reset() -> None:
+        client = VLLMClient(vllm.url, "any")
+        try:
+            await client.reset_prefix_cache()
+        finally:
+            await client.aclose()
+
+    asyncio.run(reset())
+
+
+def seed(service: Service, *queries: str) -> dict[str, Any]:
+    resp = service.client.post(
+        "/admin/warmup/queries", json={"queries": list(queries)}, headers=service.admin()
+    )
+    assert resp.status_code == 200, resp.text
+    return dict(resp.json())
+
+
+def entry_for(service: Service, key: str) -> dict[str, Any]:
+    entries = [e for e in service.registry()["entries"] if key in e["queries"]]
+    assert len(entries) == 1, service.registry()["entries"]
+    return entries[0]
+
+
+def assert_warm_hit(body: dict[str, Any], entry: dict[str, Any]) -> None:
+    assert entry["cached_block_tokens"] >= 128
+    assert body["cache"]["cached_tokens"] >= entry["cached_block_tokens"], body["cache"]
+    assert body["cache"]["warm_hit"] is True
+
+
+@pytest.fixture
+def warm_service(service: Service, vllm: VLLMServer) -> Service:
+    service.ingest(*DOCS)
+    service.warmup_cycle()  # detection for the initial ingest, before the test's own changes
+    reset_prefix_cache(vllm)
+    return service
+
+
+def test_seed_query_makes_a_paraphrase_hit(warm_service: Service) -> None:
+    report = seed(warm_service, ZORN_Q)
+    assert report["warm_requests"] == 1 and report["rewarmed"] == 1
+    entry = entry_for(warm_service, "what colour is the river zorn")
+    assert "zorn" in entry["doc_ids"]
+    assert entry["ttl_s"] > 0
+    body = warm_service.chat("what colour is the RIVER Zorn ??")
+    assert_warm_hit(body, entry)
+    assert entry_for(warm_service, "what colour is the river zorn")["hits"] == 1
+    metrics = warm_service.client.get("/metrics").text
+    assert "warmrag_warmup_hit_ratio 1.0" in metrics
+    assert 'warmrag_rewarm_total{reason="seed"} 1.0' in metrics
+
+
+def test_updating_a_passage_rewarms_the_new_prefix(warm_service: Service) -> None:
+    seed(warm_service, ZORN_Q)
+    old = entry_for(warm_service, "what colour is the river zorn")
+    sent = warm_service.registry()["warm_requests_sent"]
+    warm_service.ingest(
+        topic("zorn", "The river Zorn", "The river Zorn is blue and flows through Kellerby.")
+    )
+    report = warm_service.warmup_cycle()[0]
+    assert report["kind"] == "kb_change" and report["affected"] >= 1
+    new = entry_for(warm_service, "what colour is the river zorn")
+    assert new["fingerprint"] != old["fingerprint"]
+    assert old["fingerprint"] not in {e["fingerprint"] for e in warm_service.registry()["entries"]}
+    assert warm_service.registry()["warm_requests_sent"] >= sent + 1
+    body = warm_service.chat(ZORN_Q)
+    assert any("blue" in p["text"] for p in body["passages"])
+    assert_warm_hit(body, new)
+
+
+def test_unrelated_ingest_extends_ttls_and_sends_no_prefill(warm_service: Service) -> None:
+    seed(warm_service, ZORN_Q, "How many moons does Mars have?")
+    before = {e["fingerprint"]: e["expires_at"] for e in warm_service.registry()["entries"]}
+    sent = warm_service.registry()["warm_requests_sent"]
+    time.sleep(0.05)
+    warm_service.ingest(
+        {"id": "piano", "text": "A grand piano has eighty-eight keys and three pedals."}
+    )
+    report = warm_service.warmup_cycle()[0]
+    assert report["affected"] == 0 and report["warm_requests"] == 0
+    assert report["extended"] == len(before)
+    after = warm_service.registry()
+    assert after["warm_requests_sent"] == sent, "an unrelated document caused a prefill"
+    assert {e["fingerprint"] for e in after["entries"]} == set(before)
+    assert all(e["expires_at"] > before[e["fingerprint"]] for e in after["entries"])
+
+
+def test_a_new_chunk_that_enters_the_top_k_is_detected(warm_service: Service) -> None:
+    seed(warm_service, ZORN_Q)
+    old = entry_for(warm_service, "what colour is the river zorn")
+    warm_service.ingest({"id": "zorn-2", "text": "The colour of the river Zorn is a deep green."})
+    report = warm_service.warmup_cycle()[0]
+    assert report["affected"] == 1 and report["warm_requests"] == 1
+    new = entry_for(warm_service, "what colour is the river zorn")
+    assert "zorn-2" in new["doc_ids"] and new["fingerprint"] != old["fingerprint"]
+
+
+def test_deleting_a_document_retires_its_entries(warm_service: Service) -> None:
+    seed(warm_service, "How many moons does the planet Mars have?")
+    old = entry_for(warm_service, "how many moons does the planet mars have")
+    assert "mars" in old["doc_ids"]
+    resp = warm_service.client.delete("/admin/documents/mars", headers=warm_service.admin())
+    assert resp.status_code == 200
+    warm_service.warmup_cycle()
+    fingerprints = {e["fingerprint"] for e in warm_service.registry()["entries"]}
+    assert old["fingerprint"] not in fingerprints
+    assert all("mars" not in e["doc_ids"] for e in warm_service.registry()["entries"])
+
+
+def test_detection_never_reembeds_stored_queries(warm_service: Service) -> None:
+    seed(warm_service, ZORN_Q, "How many moons does Mars have?", "What is rye bread baked from?")
+    warm_service.ingest(
+        topic("zorn", "The river Zorn", "The river Zorn is grey and flows through Kellerby.")
+    )
+    embedded = warm_service.runtime.embedder.texts_embedded
+    report = warm_service.warmup_cycle()[0]
+    assert report["affected"] >= 1 and report["warm_requests"] >= 1
+    assert warm_service.runtime.embedder.texts_embedded == embedded
+
+
+def test_ttl_expiry_drops_entries_that_are_not_hot(warm_service: Service) -> None:
+    # Time is the one thing the test controls: warmup's clock is moved forward.
+    service = warm_service
+    now = [time.time()]
+    service.runtime.warmup.clock = lambda: now[0]  # type: ignore[union-attr]
+    service.chat(ZORN_Q)
+    service.chat("What colour is the river Zorn")  # the same key twice: hot
+    report = service.warmup_cycle()[2]
+    assert report["kind"] == "hot" and report["warm_requests"] == 1
+    entry = entry_for(service, "what colour is the river zorn")
+
+    now[0] = entry["expires_at"] - 1  # not yet expired: kept
+    assert service.warmup_cycle()[1]["retired"] == 0
+    now[0] = entry["expires_at"] + 10 * service.settings.warmup_half_life_s  # expired, cold
+    sweep = service.warmup_cycle()[1]
+    assert sweep["kind"] == "sweep" and sweep["retired"] == 1
+    assert service.registry()["entries"] == []
+
+
+def test_expired_hot_entries_are_kept_warm(warm_service: Service) -> None:
+    service = warm_service
+    now = [time.time()]
+    service.runtime.warmup.clock = lambda: now[0]  # type: ignore[union-attr]
+    seed(service, ZORN_Q)  # seed queries stay hot
+    entry = entry_for(service, "what colour is the river zorn")
+    now[0] = entry["expires_at"] + 1
+    sweep = service.warmup_cycle()[1]
+    assert sweep["retired"] == 0 and sweep["warm_requests"] == 1
+    assert entry_for(service, "what colour is the river zorn")["expires_at"] > now[0]
+
+
+def test_budget_is_respected(start_service: ServiceFactory) -> None:
+    service = start_service(warmup_budget_share=0.004)  # ~750 tokens of ~186k
+    service.ingest(*DOCS)
+    report = seed(
+        service, ZORN_Q, "How many moons does Mars have?", "What is rye bread baked from?"
+    )
+    registry = service.registry()
+    assert registry["warm_tokens"] <= registry["budget"]["max_tokens"]
+    assert report["skipped_over_budget"] >= 1
+    assert 1 <= len(registry["entries"]) < 3
+
+
+def test_eviction_is_noticed_and_rewarmed(warm_service: Service, vllm: VLLMServer) -> None:
+    seed(warm_service, ZORN_Q)
+    entry = entry_for(warm_service, "what colour is the river zorn")
+    reset_prefix_cache(vllm)  # vLLM drops the prefix behind warmrag's back
+    body = warm_service.chat(ZORN_Q)
+    assert body["cache"]["warm_hit"] is False
+    assert "warmrag_kv_cache_miss_total 1.0" in warm_service.client.get("/metrics").text
+    deadline = time.monotonic() + 30
+    while (
+        'warmrag_rewarm_total{reason="evicted"} 1.0' not in warm_service.client.get("/metrics").text
+    ):
+        assert time.monotonic() < deadline, "the evicted entry was not re-warmed"
+        time.sleep(0.1)
+    assert_warm_hit(warm_service.chat(ZORN_Q), entry)
+
+
+def test_restart_restores_the_registry_and_rewarms_before_ready(
+    start_service: ServiceFactory, vllm: VLLMServer
+) -> None:
+    first = start_service()
+    first.ingest(*DOCS)
+    seed(first, ZORN_Q)
+    entry = entry_for(first, "what colour is the river zorn")
+    first.stop()
+    reset_prefix_cache(vllm)  # a restarted vLLM starts cold
+
+    second = start_service()  # returns once /ready is 200
+    restored = entry_for(second, "what colour is the river zorn")
+    assert restored["fingerprint"] == entry["fingerprint"]
+    assert restored["warmed_at"] > entry["warmed_at"]
+    metrics = second.client.get("/metrics").text
+    assert 'warmrag_rewarm_total{reason="startup"} 1.0' in metrics
+    assert "warmrag_cold_start_total 1.0" in metrics
+    assert_warm_hit(second.chat(ZORN_Q), restored)
+
+
+def test_changes_are_detected_after_the_debounce(start_service: ServiceFactory) -> None:
+    service = start_service(warmup_debounce_s=0.1)
+    service.ingest(*DOCS)
+    seed(service, ZORN_Q)
+    old = entry_for(service, "what colour is the river zorn")
+    service.ingest(
+        topic("zorn", "The river Zorn", "The river Zorn is red and flows through Kellerby.")
+    )
+    deadline = time.monotonic() + 30
+    while entry_for(service, "what colour is the river zorn")["fingerprint"] == old["fingerprint"]:
+        assert time.monotonic() < deadline, "no detection after the debounce"
+        time.sleep(0.1)
+    jobs = {j["id"]: j["next_run_time"] for j in service.registry()["jobs"]}
+    assert set(jobs) == {"detect", "ttl_sweep", "hot_warmup"} and all(jobs.values())

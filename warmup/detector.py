@@ -1,0 +1,60 @@
+"""Which warm entries can a knowledge-base change affect?
+
+Only stored data is used — entries' chunk and document ids, and their queries'
+stored embeddings with the score of the last passage of their top-k — so that
+detection embeds nothing. An entry is affected when a chunk it uses was replaced or
+deleted, or when a new chunk scores above its k-th passage for one of its queries
+(only then can the new chunk enter that query's top-k).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from rag.models import ChangeSet
+from warmup.models import WarmEntry
+from warmup.store import QueryMatrix
+
+_SCORE_EPSILON = 1e-5
+
+
+@dataclass
+class Detection:
+    affected: set[str] = field(default_factory=set)
+    unaffected: set[str] = field(default_factory=set)
+    by_removed_chunks: int = 0
+    by_new_chunks: int = 0
+    seconds: float = 0.0
+
+
+class ChangeDetector:
+    def detect(
+        self, entries: Sequence[WarmEntry], queries: QueryMatrix, changes: Sequence[ChangeSet]
+    ) -> Detection:
+        started = time.perf_counter()
+        removed = {c for ch in changes for c in ch.removed_chunk_ids}
+        touched_docs = {d for ch in changes for d in (*ch.updated, *ch.deleted)}
+        result = Detection()
+        for entry in entries:
+            if removed.intersection(entry.chunk_ids) or touched_docs.intersection(entry.doc_ids):
+                result.affected.add(entry.fingerprint)
+        result.by_removed_chunks = len(result.affected)
+
+        new_vectors = [c.embedding for ch in changes for c in ch.added_chunks if c.embedding]
+        if new_vectors and len(queries.keys):
+            chunks = np.asarray(new_vectors, dtype=np.float32)
+            best = (queries.embeddings @ chunks.T).max(axis=1)
+            # Stored scores are rounded to 6 places: a chunk that ties the k-th passage
+            # (e.g. that very passage) must not count as entering.
+            entering = np.nonzero(best > queries.kth_scores + _SCORE_EPSILON)[0]
+            before = len(result.affected)
+            result.affected.update(queries.fingerprints[i] for i in entering)
+            result.by_new_chunks = len(result.affected) - before
+
+        result.unaffected = {e.fingerprint for e in entries} - result.affected
+        result.seconds = time.perf_counter() - started
+        return result

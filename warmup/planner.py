@@ -1,0 +1,73 @@
+"""Which prefixes to warm, within the budget, most valuable first, in steps."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rag.prompt import PromptPrefix
+from warmup.budget import WarmBudget
+
+#: Characters per token, for estimating a prefix's size before vLLM counts it.
+CHARS_PER_TOKEN = 3.5
+
+
+def estimate_tokens(prefix: PromptPrefix) -> int:
+    chars = sum(len(m["content"]) + 16 for m in prefix.messages)
+    return int(chars / CHARS_PER_TOKEN) + 8
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A prefix worth warming: the queries that want it and how often they are asked."""
+
+    prefix: PromptPrefix
+    keys: tuple[str, ...]
+    kth_scores: tuple[float, ...]
+    frequency: float
+    est_tokens: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    steps: list[list[Candidate]]
+    skipped_over_budget: int
+    skipped_too_large: int
+
+    @property
+    def candidates(self) -> list[Candidate]:
+        return [c for step in self.steps for c in step]
+
+
+class WarmupPlanner:
+    """Orders candidates by decayed frequency × tokens saved ÷ size and cuts at the budget."""
+
+    def __init__(self, steps: int = 3) -> None:
+        self.steps = max(1, steps)
+
+    @staticmethod
+    def value(candidate: Candidate, budget: WarmBudget) -> float:
+        saved = budget.full_blocks(candidate.est_tokens)
+        return candidate.frequency * saved / max(1, candidate.est_tokens)
+
+    def plan(self, candidates: Sequence[Candidate], budget: WarmBudget, used_tokens: int) -> Plan:
+        ranked = sorted(
+            candidates,
+            key=lambda c: (-self.value(c, budget), c.prefix.fingerprint),
+        )
+        chosen: list[Candidate] = []
+        over = too_large = 0
+        room = budget.max_tokens - used_tokens
+        for candidate in ranked:
+            if candidate.est_tokens > budget.per_entry_max_tokens:
+                too_large += 1
+            elif budget.full_blocks(candidate.est_tokens) == 0:
+                continue  # shorter than one KV block: nothing could be reused
+            elif candidate.est_tokens > room:
+                over += 1
+            else:
+                chosen.append(candidate)
+                room -= candidate.est_tokens
+        size = -(-len(chosen) // self.steps) if chosen else 0
+        steps = [chosen[i : i + size] for i in range(0, len(chosen), size)] if size else []
+        return Plan(steps=steps, skipped_over_budget=over, skipped_too_large=too_large)

@@ -1,0 +1,477 @@
+"""The warmup layer's coordinator.
+
+It watches every chat (hot queries, hits, evictions), reacts to knowledge-base
+changes (debounced detection, re-warm what changed, extend the rest), runs the
+periodic jobs the scheduler calls, and warms the registry back up at start-up.
+All registry mutations run under one asyncio lock, so jobs never interleave.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+
+import anyio
+from pydantic import BaseModel, Field
+
+from rag.llm import Usage, VLLMClient
+from rag.metrics import ServiceMetrics
+from rag.models import ChangeSet
+from rag.prompt import PromptBuilder, PromptPrefix
+from rag.retriever import Retrieval, Retriever
+from warmup.budget import WarmBudget
+from warmup.detector import ChangeDetector
+from warmup.keys import normalize_query
+from warmup.models import RewarmReason, WarmEntry
+from warmup.planner import Candidate, WarmupPlanner, estimate_tokens
+from warmup.store import WarmupStore, decayed
+from warmup.warmer import Warmer
+
+log = logging.getLogger(__name__)
+
+
+class WarmupConfig(BaseModel):
+    ttl_s: float = Field(1800.0, gt=0, description="How long a warm entry lives unless extended.")
+    half_life_s: float = Field(3600.0, gt=0, description="Half-life of hot-query counts.")
+    hot_min_count: float = Field(2.0, gt=0, description="Decayed count that makes a query hot.")
+    steps: int = Field(3, ge=1, description="Progressive warmup steps.")
+    kv_usage_threshold: float = Field(0.7, gt=0, le=1, description="Stop warming above this.")
+    max_concurrency: int = Field(1, ge=1)
+    debounce_s: float = Field(1.0, ge=0)
+    restore_max_entries: int = Field(64, ge=0)
+    budget_share: float | None = Field(None, ge=0, le=1, description="Override the memory tier.")
+    document_queries: bool = Field(False, description="Warm a query derived from new documents.")
+    top_k: int = 3
+    context_window: int = 4096
+
+
+class CycleReport(BaseModel):
+    """What one warmup operation did; every admin action and job returns one."""
+
+    kind: str
+    kb_version: int | None = None
+    entries_checked: int = 0
+    affected: int = 0
+    rewarmed: int = 0
+    extended: int = 0
+    retired: int = 0
+    warm_requests: int = 0
+    prefill_tokens: int = 0
+    stopped_by_kv_usage: bool = False
+    skipped_over_budget: int = 0
+    detection_ms: float = 0.0
+    total_ms: float = 0.0
+
+
+class WarmupService:
+    def __init__(
+        self,
+        config: WarmupConfig,
+        store: WarmupStore,
+        retriever: Retriever,
+        builder: PromptBuilder,
+        llm: VLLMClient,
+        warmer: Warmer,
+        metrics: ServiceMetrics,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.retriever = retriever
+        self.builder = builder
+        self.llm = llm
+        self.warmer = warmer
+        self.metrics = metrics
+        self.clock = clock
+        self.detector = ChangeDetector()
+        self.planner = WarmupPlanner(config.steps)
+        self.budget: WarmBudget | None = None
+        self.last_report: CycleReport | None = None
+        self._lock = asyncio.Lock()
+        self._pending: list[ChangeSet] = []
+        self._debounce: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[object]] = set()
+        self._evicted: set[str] = set()
+
+    # ----- start-up ------------------------------------------------------------------
+
+    async def start(self) -> CycleReport:
+        """Start-up warmup: read the budget from vLLM, re-warm the hottest entries."""
+        cache = await self.llm.cache_config()
+        self.budget = WarmBudget.from_cache(
+            cache, self.config.context_window, self.config.budget_share
+        )
+        self.metrics.cold_starts.inc()
+        log.info(
+            "warm budget: %d of %d KV tokens (share %.0f%%)",
+            self.budget.max_tokens,
+            self.budget.capacity_tokens,
+            self.budget.share * 100,
+        )
+        return await self.restore()
+
+    async def restore(self) -> CycleReport:
+        """Prefill persisted entries, hottest first, within budget; retire the rest
+        (after a restart vLLM holds none of them)."""
+        async with self._lock:
+            report = self._begin("restore")
+            now = self.clock()
+            entries = sorted(self.store.entries(), key=lambda e: -self._heat(e, now))
+            budget = self._budget()
+            room = budget.max_tokens
+            keep: list[WarmEntry] = []
+            for entry in entries:
+                if len(keep) < self.config.restore_max_entries and entry.prefix_tokens <= room:
+                    keep.append(entry)
+                    room -= entry.prefix_tokens
+                else:
+                    self.store.retire(entry.fingerprint)
+                    report.retired += 1
+            for step in _steps(keep, self.config.steps):
+                for entry in step:
+                    await self._prefill_entry(entry, RewarmReason.STARTUP, report)
+                if await self._kv_full():
+                    report.stopped_by_kv_usage = True
+                    for rest in keep[keep.index(step[-1]) + 1 :]:
+                        self.store.retire(rest.fingerprint)
+                        report.retired += 1
+                    break
+            return self._finish(report)
+
+    # ----- chats -------------------------------------------------------------------
+
+    def on_chat(self, retrieval: Retrieval, prefix: PromptPrefix, usage: Usage) -> bool:
+        """Log the question; return whether it hit a registered warm prefix."""
+        now = self.clock()
+        key = normalize_query(retrieval.question)
+        record = self.store.record_query(
+            key, retrieval.question, retrieval.embedding, now, self.config.half_life_s
+        )
+        entry = self.store.entry(prefix.fingerprint)
+        if entry is None:
+            self.metrics.record_chat(False)
+            return False
+        self.store.record_hit(entry.fingerprint, now)
+        self.metrics.warmup_lookups.inc()
+        hit = entry.cached_block_tokens > 0 and usage.cached_tokens >= entry.cached_block_tokens
+        if hit:
+            self.metrics.warmup_hits.inc()
+        else:
+            # vLLM evicted (part of) the prefix under memory pressure: warm it again.
+            self.metrics.kv_cache_misses.inc()
+            self._evicted.add(entry.fingerprint)
+            self._spawn(self.rewarm_evicted())
+        if record.fingerprint != entry.fingerprint:
+            self.store.assign(key, entry.fingerprint, _kth(retrieval))
+        self.metrics.record_chat(hit)
+        return hit
+
+    async def rewarm_evicted(self) -> CycleReport:
+        async with self._lock:
+            report = self._begin("evicted")
+            for fingerprint in sorted(self._evicted):
+                entry = self.store.entry(fingerprint)
+                if entry is not None:
+                    await self._prefill_entry(entry, RewarmReason.EVICTED, report)
+            self._evicted.clear()
+            return self._finish(report)
+
+    # ----- seed queries ------------------------------------------------------------
+
+    async def add_seed_queries(self, texts: Sequence[str]) -> CycleReport:
+        """Remember seed queries (they count as hot) and warm their prefixes now."""
+        now = self.clock()
+        for text in texts:
+            embedding = await anyio.to_thread.run_sync(self.retriever.kb.embedder.embed_query, text)
+            self.store.record_query(
+                normalize_query(text), text, embedding, now, self.config.half_life_s, seed=True
+            )
+        return await self.warm_hot(kind="seed")
+
+    # ----- knowledge-base changes --------------------------------------------------
+
+    def notify_change(self, change: ChangeSet) -> None:
+        """Queue a change; detection runs once the changes stop for ``debounce_s``."""
+        if not change.changed:
+            return
+        self._pending.append(change)
+        if self._debounce is not None:
+            self._debounce.cancel()
+        self._debounce = asyncio.get_running_loop().create_task(self._debounced())
+
+    async def _debounced(self) -> None:
+        await asyncio.sleep(self.config.debounce_s)
+        self._spawn(self.flush())
+
+    @property
+    def pending_changes(self) -> int:
+        return len(self._pending)
+
+    async def flush(self) -> CycleReport:
+        """Run detection for every queued change now."""
+        async with self._lock:
+            changes, self._pending = self._pending, []
+            report = self._begin("kb_change")
+            if not changes:
+                return self._finish(report)
+            report.kb_version = max(c.kb_version for c in changes)
+            entries = self.store.entries()
+            detection = self.detector.detect(entries, self.store.query_matrix(), changes)
+            self.metrics.detection_seconds.observe(detection.seconds)
+            report.detection_ms = round(detection.seconds * 1000, 3)
+            report.entries_checked = len(entries)
+            report.affected = len(detection.affected)
+            await self._refresh(sorted(detection.affected), RewarmReason.KB_CHANGE, report)
+            report.extended += self._extend(detection.unaffected)
+            if self.config.document_queries:
+                await self._seed_from_documents(changes)
+            return self._finish(report)
+
+    async def recheck(self) -> CycleReport:
+        """Scheduled detection: re-run every entry's retrieval from stored embeddings
+        (also catches graph changes a change set cannot show); prefill only what changed."""
+        async with self._lock:
+            report = self._begin("recheck")
+            entries = self.store.entries()
+            report.entries_checked = report.affected = len(entries)
+            await self._refresh([e.fingerprint for e in entries], RewarmReason.KB_CHANGE, report)
+            return self._finish(report)
+
+    async def _refresh(
+        self, fingerprints: Sequence[str], reason: RewarmReason, report: CycleReport
+    ) -> None:
+        """Recompute the context of each entry's queries; warm new contexts, extend the
+        unchanged ones, retire entries no query points to any more."""
+        for fingerprint in fingerprints:
+            entry = self.store.entry(fingerprint)
+            if entry is None:
+                continue
+            groups: dict[str, list[tuple[str, float | None, PromptPrefix]]] = defaultdict(list)
+            for key in entry.queries:
+                found = await self._retrieve_stored(key)
+                if found is not None:
+                    prefix, kth = found
+                    groups[prefix.fingerprint].append((key, kth, prefix))
+            for new_fp, members in sorted(groups.items()):
+                if new_fp == fingerprint:
+                    report.extended += self._extend([fingerprint])
+                    for key, kth, _ in members:
+                        self.store.assign(key, fingerprint, kth)
+                    continue
+                if self.store.entry(new_fp) is None:
+                    await self._warm(members[0][2], reason, report)
+                for key, kth, _ in members:
+                    self.store.assign(key, new_fp, kth)
+            if fingerprint not in groups:
+                self.store.retire(fingerprint)
+                report.retired += 1
+
+    async def _seed_from_documents(self, changes: Sequence[ChangeSet]) -> None:
+        texts = []
+        for doc_id in sorted({d for c in changes for d in c.added + c.updated}):
+            chunks = self.retriever.kb.chunk_texts(doc_id)
+            if chunks:
+                texts.append(_first_sentence(chunks[0][1]))
+        texts = [t for t in texts if t]
+        if texts:
+            self._spawn(self.add_seed_queries(texts))
+
+    # ----- periodic jobs -----------------------------------------------------------
+
+    async def sweep(self) -> CycleReport:
+        """Expired entries: keep (re-warm) the hot ones, retire the others."""
+        async with self._lock:
+            report = self._begin("sweep")
+            now = self.clock()
+            for entry in self.store.entries():
+                if entry.expires_at > now:
+                    continue
+                report.entries_checked += 1
+                if self._heat(entry, now) >= self.config.hot_min_count:
+                    await self._prefill_entry(entry, RewarmReason.EXPIRED_HOT, report)
+                else:
+                    self.store.retire(entry.fingerprint)
+                    report.retired += 1
+            return self._finish(report)
+
+    async def warm_hot(self, kind: str = "hot") -> CycleReport:
+        """Warm the contexts of hot (and seed) queries that have no warm entry yet."""
+        async with self._lock:
+            report = self._begin(kind)
+            now = self.clock()
+            groups: dict[str, list[tuple[str, float | None, float]]] = defaultdict(list)
+            prefixes: dict[str, PromptPrefix] = {}
+            for query in self.store.queries():
+                if query.fingerprint and self.store.entry(query.fingerprint):
+                    continue
+                heat = decayed(query.count, query.last_seen, now, self.config.half_life_s)
+                if not query.seed and heat < self.config.hot_min_count:
+                    continue
+                found = await self._retrieve_stored(query.key)
+                if found is None:
+                    continue
+                prefix, kth = found
+                if self.store.entry(prefix.fingerprint) is not None:
+                    self.store.assign(query.key, prefix.fingerprint, kth)
+                    continue
+                prefixes[prefix.fingerprint] = prefix
+                groups[prefix.fingerprint].append((query.key, kth, max(heat, 1.0)))
+            candidates = [
+                Candidate(
+                    prefix=prefixes[fp],
+                    keys=tuple(k for k, _, _ in members),
+                    kth_scores=tuple(s if s is not None else -1.0 for _, s, _ in members),
+                    frequency=sum(h for _, _, h in members),
+                    est_tokens=estimate_tokens(prefixes[fp]),
+                )
+                for fp, members in groups.items()
+            ]
+            budget = self._budget()
+            plan = self.planner.plan(candidates, budget, self.store.warm_tokens())
+            report.skipped_over_budget = plan.skipped_over_budget
+            reason = RewarmReason.SEED if kind == "seed" else RewarmReason.HOT
+            for step in plan.steps:
+                for candidate in step:
+                    entry = await self._warm(candidate.prefix, reason, report)
+                    if entry is not None:
+                        for key, kth in zip(candidate.keys, candidate.kth_scores, strict=True):
+                            self.store.assign(key, entry.fingerprint, kth)
+                if await self._kv_full():
+                    report.stopped_by_kv_usage = True
+                    break
+            return self._finish(report)
+
+    async def run_cycle(self) -> list[CycleReport]:
+        """Everything at once (``POST /admin/warmup``): pending changes, TTLs, hot queries."""
+        return [await self.flush(), await self.sweep(), await self.warm_hot()]
+
+    # ----- helpers -----------------------------------------------------------------
+
+    def _budget(self) -> WarmBudget:
+        if self.budget is None:
+            raise RuntimeError("warmup has not started (vLLM not reached yet)")
+        return self.budget
+
+    async def _retrieve_stored(self, key: str) -> tuple[PromptPrefix, float | None] | None:
+        """The prefix a chat for ``key`` would send now, from its stored embedding."""
+        record = self.store.query(key)
+        embedding = self.store.query_embedding(key)
+        if record is None or embedding is None:
+            return None
+        retrieval = await anyio.to_thread.run_sync(
+            self.retriever.retrieve, record.text, self.config.top_k, embedding
+        )
+        return self.builder.prefix(retrieval.passages, retrieval.triples), _kth(retrieval)
+
+    async def _warm(
+        self, prefix: PromptPrefix, reason: RewarmReason, report: CycleReport
+    ) -> WarmEntry | None:
+        budget = self._budget()
+        if not budget.enabled:
+            report.skipped_over_budget += 1
+            return None
+        usage = await self.warmer.warm(prefix)
+        now = self.clock()
+        entry = WarmEntry(
+            fingerprint=prefix.fingerprint,
+            messages=[dict(m) for m in prefix.messages],
+            chunk_ids=[p.chunk_id for p in prefix.passages],
+            doc_ids=sorted({p.doc_id for p in prefix.passages}),
+            content_hashes=[p.content_hash for p in prefix.passages],
+            triples=[list(t) for t in prefix.triples],
+            prefix_tokens=usage.prompt_tokens,
+            cached_block_tokens=budget.full_blocks(usage.prompt_tokens),
+            warmed_at=now,
+            expires_at=now + self.config.ttl_s,
+        )
+        self.store.put_entry(entry)
+        self._count_prefill(usage, reason, report)
+        return entry
+
+    async def _prefill_entry(
+        self, entry: WarmEntry, reason: RewarmReason, report: CycleReport
+    ) -> None:
+        """Prefill a registered entry's exact messages again and renew its TTL."""
+        prefix = PromptPrefix(
+            messages=tuple(entry.messages), passages=(), triples=(), fingerprint=entry.fingerprint
+        )
+        usage = await self.warmer.warm(prefix)
+        now = self.clock()
+        self.store.put_entry(
+            entry.model_copy(update={"warmed_at": now, "expires_at": now + self.config.ttl_s})
+        )
+        self._count_prefill(usage, reason, report)
+
+    def _count_prefill(self, usage: Usage, reason: RewarmReason, report: CycleReport) -> None:
+        report.rewarmed += 1
+        report.warm_requests += 1
+        report.prefill_tokens += usage.prompt_tokens - usage.cached_tokens
+        self.metrics.rewarms.labels(reason.value).inc()
+
+    def _extend(self, fingerprints: Sequence[str] | set[str]) -> int:
+        if not fingerprints:
+            return 0
+        count = self.store.extend(fingerprints, self.clock() + self.config.ttl_s)
+        self.metrics.ttl_extensions.inc(count)
+        return count
+
+    def _heat(self, entry: WarmEntry, now: float) -> float:
+        total = 0.0
+        for key in entry.queries:
+            q = self.store.query(key)
+            if q is not None:
+                total += self.config.hot_min_count if q.seed else 0.0
+                total += decayed(q.count, q.last_seen, now, self.config.half_life_s)
+        return total
+
+    async def _kv_full(self) -> bool:
+        return await self.llm.kv_usage() > self.config.kv_usage_threshold
+
+    def _begin(self, kind: str) -> CycleReport:
+        report = CycleReport(kind=kind, kb_version=self.retriever.kb.version)
+        report.total_ms = time.perf_counter()
+        return report
+
+    def _finish(self, report: CycleReport) -> CycleReport:
+        report.total_ms = round((time.perf_counter() - report.total_ms) * 1000, 2)
+        self.metrics.warm_entries.set(self.store.entry_count())
+        self.metrics.warm_tokens.set(self.store.warm_tokens())
+        self.last_report = report
+        if report.warm_requests or report.retired or report.affected:
+            log.info("warmup %s", report.model_dump())
+        return report
+
+    def _spawn(self, coro: object) -> None:
+        task: asyncio.Task[object] = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def aclose(self) -> None:
+        if self._debounce is not None:
+            self._debounce.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError, Exception):  # shutting down
+                await task
+
+
+def _kth(retrieval: Retrieval) -> float | None:
+    return retrieval.passages[-1].score if retrieval.passages else None
+
+
+def _steps(items: list[WarmEntry], steps: int) -> list[list[WarmEntry]]:
+    size = -(-len(items) // steps) if items else 0
+    return [items[i : i + size] for i in range(0, len(items), size)] if size else []
+
+
+def _first_sentence(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
+    prose = " ".join(lines)
+    end = prose.find(". ")
+    return (prose[: end + 1] if end > 0 else prose)[:300]

@@ -1,0 +1,46 @@
+"""Send warm prefixes to vLLM: ``max_tokens: 1`` prefills that yield to chats."""
+
+from __future__ import annotations
+
+import asyncio
+
+from rag.chat import ChatActivity
+from rag.llm import Usage, VLLMClient
+from rag.metrics import ServiceMetrics
+from rag.prompt import PromptPrefix
+
+
+class Warmer:
+    """Every prefill warmup sends goes through here, so it can be bounded and counted.
+
+    At most ``max_concurrency`` prefills run at once, and each waits (up to
+    ``yield_timeout_s``) until no chat is in flight: a warming request costs as much
+    as a cold chat, and chats come first.
+    """
+
+    def __init__(
+        self,
+        llm: VLLMClient,
+        activity: ChatActivity,
+        metrics: ServiceMetrics,
+        *,
+        max_concurrency: int = 1,
+        yield_timeout_s: float = 5.0,
+    ) -> None:
+        self.llm = llm
+        self.activity = activity
+        self.metrics = metrics
+        self.yield_timeout_s = yield_timeout_s
+        self._slots = asyncio.Semaphore(max_concurrency)
+        self.requests_sent = 0
+        self.tokens_prefilled = 0
+
+    async def warm(self, prefix: PromptPrefix) -> Usage:
+        async with self._slots:
+            await self.activity.wait_idle(self.yield_timeout_s)
+            usage = await self.llm.prefill(prefix.messages)
+        self.requests_sent += 1
+        self.tokens_prefilled += usage.prompt_tokens - usage.cached_tokens
+        self.metrics.warm_requests.inc()
+        self.metrics.warm_prefill_tokens.inc(usage.prompt_tokens - usage.cached_tokens)
+        return usage
