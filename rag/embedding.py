@@ -12,6 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+import torch
 from sentence_transformers import SentenceTransformer
 
 EMBEDDING_DIM = 384
@@ -32,7 +33,13 @@ class Embedder:
     unchanged re-ingest, change detection) embeds nothing.
     """
 
-    def __init__(self, model_path: Path | None = None, batch_size: int = 64) -> None:
+    def __init__(
+        self, model_path: Path | None = None, batch_size: int = 64, threads: int = 1
+    ) -> None:
+        # vLLM-CPU pins its worker to one core and spins there between steps; a
+        # second torch thread in this process would fight it for that core and make
+        # every query embedding ~10x slower. One thread uses the core vLLM leaves free.
+        torch.set_num_threads(threads)
         self.model_path = model_path or bundled_model_path()
         # Loading by path makes no hub call (HF_HUB_OFFLINE=1 is set by the launcher).
         self.model = SentenceTransformer(str(self.model_path), device="cpu")

@@ -8,9 +8,6 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-import socket
-import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,12 +15,11 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
-from fastapi import FastAPI
 
 from api.config import Settings
 from api.main import create_app
 from api.runtime import Runtime
+from api.server import ThreadedServer, free_port
 from rag.embedding import Embedder, shared_embedder
 from rag.model import ensure_chat_model
 from rag.vllm_server import VLLMServer
@@ -31,12 +27,6 @@ from rag.vllm_server import VLLMServer
 REPO = Path(__file__).resolve().parent.parent
 MODEL_NAME = "SmolLM2-135M-Instruct"
 ADMIN_TOKEN = "test-admin-token"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="session")
@@ -72,19 +62,19 @@ def embedder() -> Embedder:
 
 @dataclass
 class Service:
-    """A warmrag instance served by uvicorn in a thread, reached over HTTP."""
+    """A warmrag instance served over HTTP from a thread, with a client for it."""
 
-    app: FastAPI
-    url: str
+    server: ThreadedServer
     settings: Settings
     client: httpx.Client
-    _server: uvicorn.Server
-    _thread: threading.Thread
 
     @property
     def runtime(self) -> Runtime:
-        runtime: Runtime = self.app.state.runtime
-        return runtime
+        return self.server.runtime
+
+    @property
+    def url(self) -> str:
+        return self.server.url
 
     def admin(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {ADMIN_TOKEN}"}
@@ -113,8 +103,7 @@ class Service:
 
     def stop(self) -> None:
         self.client.close()
-        self._server.should_exit = True
-        self._thread.join(timeout=60)
+        self.server.stop()
 
 
 ServiceFactory = Callable[..., Service]
@@ -133,33 +122,16 @@ def start_service(vllm: VLLMServer, embedder: Embedder, tmp_path: Path) -> Itera
             "admin_token": ADMIN_TOKEN,
             "seed_sample_kb": False,
             "max_tokens": 24,
+            "served_model_name": MODEL_NAME,
             # Detection runs when a test asks (POST /admin/warmup), not on a timer.
             "warmup_debounce_s": 3600.0,
-            "served_model_name": MODEL_NAME,
         }
         values.update(overrides)
         settings = Settings(**values)
-        app = create_app(settings, embedder=embedder)
-        port = free_port()
-        server = uvicorn.Server(
-            uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
-        )
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        url = f"http://127.0.0.1:{port}"
-        client = httpx.Client(base_url=url, timeout=120)
-        service = Service(app, url, settings, client, server, thread)
+        server = ThreadedServer(create_app(settings, embedder=embedder))
+        service = Service(server, settings, httpx.Client(base_url=server.url, timeout=120))
         started.append(service)
-        deadline = time.monotonic() + 120
-        while not server.started:
-            if time.monotonic() > deadline or not thread.is_alive():
-                raise RuntimeError("uvicorn did not start")
-            time.sleep(0.05)
-        if wait_ready:
-            while client.get("/ready").status_code != 200:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"not ready: {client.get('/ready').text}")
-                time.sleep(0.1)
+        server.start(wait_ready=wait_ready, timeout_s=120)
         return service
 
     yield start

@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rag.models import ChangeSet
-from warmup.models import WarmEntry
-from warmup.store import QueryMatrix
+from warmup.store import EntryIndex, QueryMatrix
 
 _SCORE_EPSILON = 1e-5
 
@@ -33,15 +32,18 @@ class Detection:
 
 class ChangeDetector:
     def detect(
-        self, entries: Sequence[WarmEntry], queries: QueryMatrix, changes: Sequence[ChangeSet]
+        self, entries: EntryIndex, queries: QueryMatrix, changes: Sequence[ChangeSet]
     ) -> Detection:
         started = time.perf_counter()
         removed = {c for ch in changes for c in ch.removed_chunk_ids}
         touched_docs = {d for ch in changes for d in (*ch.updated, *ch.deleted)}
         result = Detection()
-        for entry in entries:
-            if removed.intersection(entry.chunk_ids) or touched_docs.intersection(entry.doc_ids):
-                result.affected.add(entry.fingerprint)
+        if removed or touched_docs:
+            for fingerprint, chunk_ids in entries.chunk_ids.items():
+                if not removed.isdisjoint(chunk_ids) or not touched_docs.isdisjoint(
+                    entries.doc_ids[fingerprint]
+                ):
+                    result.affected.add(fingerprint)
         result.by_removed_chunks = len(result.affected)
 
         new_vectors = [c.embedding for ch in changes for c in ch.added_chunks if c.embedding]
@@ -55,6 +57,6 @@ class ChangeDetector:
             result.affected.update(queries.fingerprints[i] for i in entering)
             result.by_new_chunks = len(result.affected) - before
 
-        result.unaffected = {e.fingerprint for e in entries} - result.affected
+        result.unaffected = set(entries.chunk_ids) - result.affected
         result.seconds = time.perf_counter() - started
         return result

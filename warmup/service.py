@@ -185,13 +185,21 @@ class WarmupService:
 
     async def add_seed_queries(self, texts: Sequence[str]) -> CycleReport:
         """Remember seed queries (they count as hot) and warm their prefixes now."""
+        async with self._lock:
+            report = self._begin("seed")
+            await self._record_seeds(texts)
+            await self._warm_hot(report, RewarmReason.SEED)
+            return self._finish(report)
+
+    async def _record_seeds(self, texts: Sequence[str]) -> None:
+        embeddings = await anyio.to_thread.run_sync(
+            self.retriever.kb.embedder.embed_texts, list(texts)
+        )
         now = self.clock()
-        for text in texts:
-            embedding = await anyio.to_thread.run_sync(self.retriever.kb.embedder.embed_query, text)
+        for text, embedding in zip(texts, embeddings, strict=True):
             self.store.record_query(
                 normalize_query(text), text, embedding, now, self.config.half_life_s, seed=True
             )
-        return await self.warm_hot(kind="seed")
 
     # ----- knowledge-base changes --------------------------------------------------
 
@@ -220,16 +228,18 @@ class WarmupService:
             if not changes:
                 return self._finish(report)
             report.kb_version = max(c.kb_version for c in changes)
-            entries = self.store.entries()
-            detection = self.detector.detect(entries, self.store.query_matrix(), changes)
-            self.metrics.detection_seconds.observe(detection.seconds)
-            report.detection_ms = round(detection.seconds * 1000, 3)
-            report.entries_checked = len(entries)
+            started = time.perf_counter()
+            index = self.store.entry_index()
+            detection = self.detector.detect(index, self.store.query_matrix(), changes)
+            seconds = time.perf_counter() - started
+            self.metrics.detection_seconds.observe(seconds)
+            report.detection_ms = round(seconds * 1000, 3)
+            report.entries_checked = len(index.chunk_ids)
             report.affected = len(detection.affected)
             await self._refresh(sorted(detection.affected), RewarmReason.KB_CHANGE, report)
             report.extended += self._extend(detection.unaffected)
-            if self.config.document_queries:
-                await self._seed_from_documents(changes)
+            if self.config.document_queries and await self._seed_from_documents(changes):
+                await self._warm_hot(report, RewarmReason.SEED)
             return self._finish(report)
 
     async def recheck(self) -> CycleReport:
@@ -271,15 +281,16 @@ class WarmupService:
                 self.store.retire(fingerprint)
                 report.retired += 1
 
-    async def _seed_from_documents(self, changes: Sequence[ChangeSet]) -> None:
+    async def _seed_from_documents(self, changes: Sequence[ChangeSet]) -> bool:
+        """A question each new document predicts: its first sentence, as a seed query."""
         texts = []
         for doc_id in sorted({d for c in changes for d in c.added + c.updated}):
             chunks = self.retriever.kb.chunk_texts(doc_id)
-            if chunks:
-                texts.append(_first_sentence(chunks[0][1]))
-        texts = [t for t in texts if t]
+            if chunks and (sentence := _first_sentence(chunks[0][1])):
+                texts.append(sentence)
         if texts:
-            self._spawn(self.add_seed_queries(texts))
+            await self._record_seeds(texts)
+        return bool(texts)
 
     # ----- periodic jobs -----------------------------------------------------------
 
@@ -299,52 +310,54 @@ class WarmupService:
                     report.retired += 1
             return self._finish(report)
 
-    async def warm_hot(self, kind: str = "hot") -> CycleReport:
+    async def warm_hot(self) -> CycleReport:
         """Warm the contexts of hot (and seed) queries that have no warm entry yet."""
         async with self._lock:
-            report = self._begin(kind)
-            now = self.clock()
-            groups: dict[str, list[tuple[str, float | None, float]]] = defaultdict(list)
-            prefixes: dict[str, PromptPrefix] = {}
-            for query in self.store.queries():
-                if query.fingerprint and self.store.entry(query.fingerprint):
-                    continue
-                heat = decayed(query.count, query.last_seen, now, self.config.half_life_s)
-                if not query.seed and heat < self.config.hot_min_count:
-                    continue
-                found = await self._retrieve_stored(query.key)
-                if found is None:
-                    continue
-                prefix, kth = found
-                if self.store.entry(prefix.fingerprint) is not None:
-                    self.store.assign(query.key, prefix.fingerprint, kth)
-                    continue
-                prefixes[prefix.fingerprint] = prefix
-                groups[prefix.fingerprint].append((query.key, kth, max(heat, 1.0)))
-            candidates = [
-                Candidate(
-                    prefix=prefixes[fp],
-                    keys=tuple(k for k, _, _ in members),
-                    kth_scores=tuple(s if s is not None else -1.0 for _, s, _ in members),
-                    frequency=sum(h for _, _, h in members),
-                    est_tokens=estimate_tokens(prefixes[fp]),
-                )
-                for fp, members in groups.items()
-            ]
-            budget = self._budget()
-            plan = self.planner.plan(candidates, budget, self.store.warm_tokens())
-            report.skipped_over_budget = plan.skipped_over_budget
-            reason = RewarmReason.SEED if kind == "seed" else RewarmReason.HOT
-            for step in plan.steps:
-                for candidate in step:
-                    entry = await self._warm(candidate.prefix, reason, report)
-                    if entry is not None:
-                        for key, kth in zip(candidate.keys, candidate.kth_scores, strict=True):
-                            self.store.assign(key, entry.fingerprint, kth)
-                if await self._kv_full():
-                    report.stopped_by_kv_usage = True
-                    break
+            report = self._begin("hot")
+            await self._warm_hot(report, RewarmReason.HOT)
             return self._finish(report)
+
+    async def _warm_hot(self, report: CycleReport, reason: RewarmReason) -> None:
+        now = self.clock()
+        groups: dict[str, list[tuple[str, float | None, float]]] = defaultdict(list)
+        prefixes: dict[str, PromptPrefix] = {}
+        for query in self.store.queries():
+            if query.fingerprint and self.store.entry(query.fingerprint):
+                continue
+            heat = decayed(query.count, query.last_seen, now, self.config.half_life_s)
+            if not query.seed and heat < self.config.hot_min_count:
+                continue
+            found = await self._retrieve_stored(query.key)
+            if found is None:
+                continue
+            prefix, kth = found
+            if self.store.entry(prefix.fingerprint) is not None:
+                self.store.assign(query.key, prefix.fingerprint, kth)
+                continue
+            prefixes[prefix.fingerprint] = prefix
+            groups[prefix.fingerprint].append((query.key, kth, max(heat, 1.0)))
+        candidates = [
+            Candidate(
+                prefix=prefixes[fp],
+                keys=tuple(k for k, _, _ in members),
+                kth_scores=tuple(s if s is not None else -1.0 for _, s, _ in members),
+                frequency=sum(h for _, _, h in members),
+                est_tokens=estimate_tokens(prefixes[fp]),
+            )
+            for fp, members in groups.items()
+        ]
+        budget = self._budget()
+        plan = self.planner.plan(candidates, budget, self.store.warm_tokens())
+        report.skipped_over_budget += plan.skipped_over_budget
+        for step in plan.steps:
+            for candidate in step:
+                entry = await self._warm(candidate.prefix, reason, report)
+                if entry is not None:
+                    for key, kth in zip(candidate.keys, candidate.kth_scores, strict=True):
+                        self.store.assign(key, entry.fingerprint, kth)
+            if await self._kv_full():
+                report.stopped_by_kv_usage = True
+                break
 
     async def run_cycle(self) -> list[CycleReport]:
         """Everything at once (``POST /admin/warmup``): pending changes, TTLs, hot queries."""

@@ -33,6 +33,8 @@ CREATE INDEX IF NOT EXISTS queries_by_entry ON queries (fingerprint);
 CREATE TABLE IF NOT EXISTS entries (
     fingerprint TEXT PRIMARY KEY,
     body TEXT NOT NULL,
+    chunk_ids TEXT NOT NULL,
+    doc_ids TEXT NOT NULL,
     prefix_tokens INTEGER NOT NULL,
     cached_block_tokens INTEGER NOT NULL,
     warmed_at REAL NOT NULL,
@@ -46,6 +48,14 @@ CREATE TABLE IF NOT EXISTS entries (
 def decayed(count: float, last_seen: float, now: float, half_life_s: float) -> float:
     """Exponentially decayed count: halves every ``half_life_s`` without a new sighting."""
     return count * 0.5 ** (max(0.0, now - last_seen) / half_life_s)
+
+
+@dataclass(frozen=True)
+class EntryIndex:
+    """What detection needs of every entry: the chunks and documents it was built from."""
+
+    chunk_ids: dict[str, tuple[str, ...]]
+    doc_ids: dict[str, tuple[str, ...]]
 
 
 @dataclass(frozen=True)
@@ -69,6 +79,7 @@ class WarmupStore:
         self._db.executescript(_SCHEMA)
         self._lock = threading.RLock()
         self._matrix: QueryMatrix | None = None
+        self._index: EntryIndex | None = None
 
     def close(self) -> None:
         with self._lock:
@@ -164,17 +175,17 @@ class WarmupStore:
     # ----- entries ------------------------------------------------------------------
 
     def put_entry(self, entry: WarmEntry) -> None:
-        body = entry.model_dump(
-            include={"messages", "chunk_ids", "doc_ids", "content_hashes", "triples"}
-        )
+        body = entry.model_dump(include={"messages", "content_hashes", "triples"})
         with self._lock:
             self._db.execute(
-                "INSERT OR REPLACE INTO entries (fingerprint, body, prefix_tokens,"
-                " cached_block_tokens, warmed_at, expires_at, hits, last_hit)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO entries (fingerprint, body, chunk_ids, doc_ids,"
+                " prefix_tokens, cached_block_tokens, warmed_at, expires_at, hits, last_hit)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     entry.fingerprint,
                     json.dumps(body, ensure_ascii=False),
+                    json.dumps(entry.chunk_ids),
+                    json.dumps(entry.doc_ids),
                     entry.prefix_tokens,
                     entry.cached_block_tokens,
                     entry.warmed_at,
@@ -183,6 +194,7 @@ class WarmupStore:
                     entry.last_hit,
                 ),
             )
+            self._index = None
 
     def entry(self, fingerprint: str) -> WarmEntry | None:
         with self._lock:
@@ -196,7 +208,24 @@ class WarmupStore:
             rows = self._db.execute(
                 f"SELECT {_ENTRY_COLUMNS} FROM entries ORDER BY fingerprint"
             ).fetchall()
-            return [self._entry(r) for r in rows]
+            keys: dict[str, list[str]] = {}
+            for key, fingerprint in self._db.execute(
+                "SELECT key, fingerprint FROM queries WHERE fingerprint IS NOT NULL ORDER BY key"
+            ):
+                keys.setdefault(fingerprint, []).append(key)
+        return [self._build(r, keys.get(r[0], [])) for r in rows]
+
+    def entry_index(self) -> EntryIndex:
+        """Chunk and document ids of every entry, cached until an entry changes."""
+        with self._lock:
+            if self._index is None:
+                rows = self._db.execute("SELECT fingerprint, chunk_ids, doc_ids FROM entries")
+                chunks, docs = {}, {}
+                for fingerprint, chunk_ids, doc_ids in rows:
+                    chunks[fingerprint] = tuple(json.loads(chunk_ids))
+                    docs[fingerprint] = tuple(json.loads(doc_ids))
+                self._index = EntryIndex(chunk_ids=chunks, doc_ids=docs)
+            return self._index
 
     def _entry(self, row: Any) -> WarmEntry:
         keys = [
@@ -205,17 +234,22 @@ class WarmupStore:
                 "SELECT key FROM queries WHERE fingerprint = ? ORDER BY key", (row[0],)
             )
         ]
-        body = json.loads(str(row[1]))
+        return self._build(row, keys)
+
+    @staticmethod
+    def _build(row: Any, keys: list[str]) -> WarmEntry:
         return WarmEntry(
             fingerprint=str(row[0]),
-            prefix_tokens=int(row[2]),
-            cached_block_tokens=int(row[3]),
-            warmed_at=float(row[4]),
-            expires_at=float(row[5]),
-            hits=int(row[6]),
-            last_hit=row[7],
+            chunk_ids=json.loads(row[2]),
+            doc_ids=json.loads(row[3]),
+            prefix_tokens=int(row[4]),
+            cached_block_tokens=int(row[5]),
+            warmed_at=float(row[6]),
+            expires_at=float(row[7]),
+            hits=int(row[8]),
+            last_hit=row[9],
             queries=keys,
-            **body,
+            **json.loads(row[1]),
         )
 
     def extend(self, fingerprints: Iterable[str], expires_at: float) -> int:
@@ -244,6 +278,7 @@ class WarmupStore:
             )
             self._db.execute("COMMIT")
             self._matrix = None
+            self._index = None
 
     def warm_tokens(self) -> int:
         with self._lock:
@@ -256,7 +291,8 @@ class WarmupStore:
 
 
 _ENTRY_COLUMNS = (
-    "fingerprint, body, prefix_tokens, cached_block_tokens, warmed_at, expires_at, hits, last_hit"
+    "fingerprint, body, chunk_ids, doc_ids, prefix_tokens, cached_block_tokens,"
+    " warmed_at, expires_at, hits, last_hit"
 )
 
 

@@ -1,0 +1,95 @@
+"""Change-detection time vs registry size, for a one-document change.
+
+Synthetic registry (no vLLM needed): N entries with 3 chunks each and one query per
+entry with a random normalized embedding; the change replaces one document (two
+chunks removed, two added). Times the work ``WarmupService.flush`` does before it
+re-warms anything: the entry index and query matrix (cold: rebuilt from SQLite;
+warm: cached since the last registry change), then ``ChangeDetector.detect``.
+
+    .venv/bin/python bench/detection_scaling.py
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.harness import REPO, percentile
+from rag.models import ChangeSet, ChunkRecord
+from warmup.detector import ChangeDetector
+from warmup.models import WarmEntry
+from warmup.store import WarmupStore
+
+DIM = 384
+
+
+def unit(rng: np.random.Generator, n: int) -> np.ndarray:
+    v = rng.standard_normal((n, DIM)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def build(store: WarmupStore, n: int, rng: np.random.Generator) -> None:
+    vectors = unit(rng, n)
+    for i in range(n):
+        fp = f"fp{i:06d}"
+        store.put_entry(
+            WarmEntry(
+                fingerprint=fp,
+                messages=[{"role": "system", "content": f"prefix {i}"}],
+                chunk_ids=[f"c{i}-{j}" for j in range(3)],
+                doc_ids=[f"d{i}"],
+                content_hashes=["h"] * 3,
+                triples=[],
+                prefix_tokens=700,
+                cached_block_tokens=640,
+                warmed_at=0.0,
+                expires_at=1e12,
+            )
+        )
+        key = f"question {i}"
+        store.record_query(key, key, vectors[i], 0.0, 3600.0)
+        store.assign(key, fp, 0.45)
+
+
+def main() -> None:
+    rng = np.random.default_rng(3)
+    detector = ChangeDetector()
+    print("            cold caches (ms)    warm caches (ms)")
+    print("entries     p50        p99        p50        p99    affected")
+    for n in (100, 1_000, 10_000):
+        with tempfile.TemporaryDirectory(dir=REPO / "data", prefix="bench-") as folder:
+            store = WarmupStore(Path(folder) / "warmup.sqlite3")
+            build(store, n, rng)
+            change = ChangeSet(
+                updated=["d7"],
+                removed_chunk_ids=["c7-0", "c7-1"],
+                added_chunks=[
+                    ChunkRecord(doc_id="d7", chunk_id=f"new{j}", embedding=v.tolist())
+                    for j, v in enumerate(unit(rng, 2))
+                ],
+                kb_version=2,
+            )
+            cold, warm, affected = [], [], 0
+            for _ in range(15):
+                store.assign("question 0", "fp000000", 0.45)  # drops the cached matrix
+                store.retire("absent")  # ... and the cached entry index
+                for timings in (cold, warm):  # caches rebuilt, then reused
+                    started = time.perf_counter()
+                    result = detector.detect(store.entry_index(), store.query_matrix(), [change])
+                    timings.append((time.perf_counter() - started) * 1000)
+                affected = len(result.affected)
+            store.close()
+        print(
+            f"{n:7d} {percentile(cold, 50):10.1f} {percentile(cold, 99):10.1f}"
+            f" {percentile(warm, 50):10.2f} {percentile(warm, 99):10.2f} {affected:9d}"
+        )
+
+
+if __name__ == "__main__":
+    main()
