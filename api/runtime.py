@@ -22,9 +22,9 @@ from api.config import Settings
 from kg.extract import TripleExtractor
 from kg.store import KnowledgeGraph
 from kg.subgraph import SubgraphSelector
-from kg.sync import GraphSync
 from rag.chat import ChatEngine
 from rag.embedding import Embedder, shared_embedder
+from rag.graph_sync import GraphSync
 from rag.knowledge_base import KnowledgeBase
 from rag.llm import VLLMClient
 from rag.metrics import ServiceMetrics

@@ -118,3 +118,9 @@ def test_sample_kb_relation_questions_get_the_right_triple(start_service: Servic
         ).json()
         got = [[t["subject"], t["predicate"], t["object"]] for t in view["triples"]]
         assert triple in got, (question, got)
+
+
+def test_extraction_can_be_switched_off(start_service: ServiceFactory) -> None:
+    service = start_service(kg_extraction=False)
+    service.ingest(CURIE)
+    assert doc_triples(service, "curie") == [["Marie Curie", "won", "Nobel Prize in Physics"]]
