@@ -13,7 +13,8 @@ import contextlib
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
 
 import anyio
 from pydantic import BaseModel, Field
@@ -223,8 +224,10 @@ class WarmupService:
     async def flush(self) -> CycleReport:
         """Run detection for every queued change now."""
         async with self._lock:
-            changes, self._pending = self._pending, []
             report = self._begin("kb_change")
+            if self.budget is None:  # not started: the start-up flush will take them
+                return self._finish(report)
+            changes, self._pending = self._pending, []
             if not changes:
                 return self._finish(report)
             report.kb_version = max(c.kb_version for c in changes)
@@ -459,10 +462,15 @@ class WarmupService:
             log.info("warmup %s", report.model_dump())
         return report
 
-    def _spawn(self, coro: object) -> None:
-        task: asyncio.Task[object] = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]
+    def _spawn(self, coro: Coroutine[Any, Any, object]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[object]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            log.error("background warmup failed: %r", exc)
 
     async def aclose(self) -> None:
         if self._debounce is not None:
