@@ -78,7 +78,7 @@ class Settings(BaseSettings):
     warmup_enabled: bool = Field(True, description="Knowledge-aware warmup on or off.")
     warmup_ttl_s: float = Field(1800.0, gt=0, description="TTL of a warm prefix.")
     warmup_half_life_s: float = Field(3600.0, gt=0, description="Half-life of hot-query counts.")
-    warmup_hot_min_count: float = Field(2.0, gt=0, description="Decayed count that is hot.")
+    warmup_hot_min_count: float = Field(0.5, gt=0, description="Decayed count that is hot.")
     warmup_steps: int = Field(3, ge=1, description="Progressive warmup steps.")
     warmup_kv_usage_threshold: float = Field(0.7, gt=0, le=1, description="Stop above this.")
     warmup_max_concurrency: int = Field(1, ge=1, description="Prefills in flight at once.")

@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 class WarmupConfig(BaseModel):
     ttl_s: float = Field(1800.0, gt=0, description="How long a warm entry lives unless extended.")
     half_life_s: float = Field(3600.0, gt=0, description="Half-life of hot-query counts.")
-    hot_min_count: float = Field(2.0, gt=0, description="Decayed count that makes a query hot.")
+    hot_min_count: float = Field(0.5, gt=0, description="Decayed count that makes a query hot.")
     steps: int = Field(3, ge=1, description="Progressive warmup steps.")
     kv_usage_threshold: float = Field(0.7, gt=0, le=1, description="Stop warming above this.")
     max_concurrency: int = Field(1, ge=1)
