@@ -1,0 +1,83 @@
+"""Budget tiers, query keys, planning and detection on plain data (no vLLM)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rag.llm import CacheConfig
+from rag.models import ChangeSet, ChunkRecord, Passage
+from rag.prompt import PromptBuilder
+from warmup.budget import GIB, WarmBudget, tier_share
+from warmup.detector import ChangeDetector
+from warmup.keys import normalize_query
+from warmup.planner import Candidate, WarmupPlanner
+from warmup.store import EntryIndex, QueryMatrix
+
+
+def test_seed_tiers() -> None:
+    assert tier_share(2 * GIB) == 0.0
+    assert tier_share(4 * GIB) == 0.3
+    assert tier_share(16 * GIB) == 0.3
+    assert tier_share(17 * GIB) == 0.5
+    budget = WarmBudget.from_cache(CacheConfig(128, 1456, 4 * GIB), context_window=4096)
+    assert budget.capacity_tokens == 186_368 and budget.max_tokens == 55_910
+    assert budget.per_entry_max_tokens == 1024
+    assert budget.full_blocks(394) == 384
+    assert not WarmBudget.from_cache(CacheConfig(128, 728, 2 * GIB), 4096).enabled
+
+
+def test_query_keys() -> None:
+    key = normalize_query("What colour is the river Zorn?")
+    for spelling in ("what colour is the RIVER zorn ??", "  What  colour is the river Zorn! "):
+        assert normalize_query(spelling) == key
+    assert normalize_query("Where is the river Zorn?") != key
+
+
+def candidate(i: int, frequency: float, tokens: int) -> Candidate:
+    passage = Passage(doc_id=f"d{i}", chunk_id=f"c{i}", text=f"text {i}", score=0.5)
+    prefix = PromptBuilder().prefix([passage])
+    return Candidate(prefix, (f"q{i}",), (0.5,), frequency, tokens)
+
+
+def test_planner_orders_by_value_and_cuts_at_the_budget() -> None:
+    budget = WarmBudget(
+        capacity_tokens=10_000, share=0.3, block_size=128, per_entry_max_tokens=1024
+    )
+    candidates = [
+        candidate(0, 1.0, 600),
+        candidate(1, 5.0, 600),
+        candidate(2, 3.0, 600),
+        candidate(3, 9.0, 2000),  # too large for one entry
+        candidate(4, 9.0, 100),  # shorter than a block: nothing to reuse
+        candidate(5, 2.0, 600),
+        candidate(6, 4.0, 600),
+    ]
+    plan = WarmupPlanner(steps=3).plan(candidates, budget, used_tokens=900)
+    chosen = [c.keys[0] for c in plan.candidates]
+    assert chosen == ["q1", "q6", "q2"]  # 2,100 tokens of room: three of 600
+    assert plan.skipped_too_large == 1 and plan.skipped_over_budget == 2
+    assert [len(step) for step in plan.steps] == [1, 1, 1]
+
+
+def test_detector_uses_removed_chunks_and_kth_scores() -> None:
+    index = EntryIndex(
+        chunk_ids={"A": ("a1", "a2"), "B": ("b1", "b2"), "C": ("c1", "c2")},
+        doc_ids={"A": ("da",), "B": ("db",), "C": ("dc",)},
+    )
+    e = np.eye(3, dtype=np.float32)
+    queries = QueryMatrix(
+        keys=["qa", "qb", "qc"],
+        fingerprints=["A", "B", "C"],
+        embeddings=e,
+        kth_scores=np.array([0.5, 0.9, 0.5], np.float32),
+    )
+    change = ChangeSet(
+        updated=["da"],
+        removed_chunk_ids=["a1"],
+        added_chunks=[ChunkRecord(doc_id="dn", chunk_id="n", embedding=[0.0, 0.8, 0.6])],
+        kb_version=2,
+    )
+    result = ChangeDetector().detect(index, queries, [change])
+    # A: its chunk was replaced; B: 0.8 < its 3rd passage (0.9); C: 0.6 > 0.5 enters
+    assert result.affected == {"A", "C"} and result.unaffected == {"B"}
+    assert result.by_removed_chunks == 1 and result.by_new_chunks == 1
