@@ -80,8 +80,6 @@ class Passage(BaseModel):
 class ChunkRecord(BaseModel):
     """A chunk a change added, with its embedding, for the change detector."""
 
-    model_config = {"arbitrary_types_allowed": True}
-
     doc_id: str
     chunk_id: str
     embedding: list[float]

@@ -324,8 +324,10 @@ class WarmupService:
         now = self.clock()
         groups: dict[str, list[tuple[str, float | None, float]]] = defaultdict(list)
         prefixes: dict[str, PromptPrefix] = {}
+        # One read of the registry, not one per logged query: this runs on the event loop.
+        registered = set(self.store.entry_index().chunk_ids)
         for query in self.store.queries():
-            if query.fingerprint and self.store.entry(query.fingerprint):
+            if query.fingerprint in registered:
                 continue
             heat = decayed(query.count, query.last_seen, now, self.config.half_life_s)
             if not query.seed and heat < self.config.hot_min_count:
@@ -334,7 +336,7 @@ class WarmupService:
             if found is None:
                 continue
             prefix, kth = found
-            if self.store.entry(prefix.fingerprint) is not None:
+            if prefix.fingerprint in registered:
                 self.store.assign(query.key, prefix.fingerprint, kth)
                 continue
             prefixes[prefix.fingerprint] = prefix

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import asdict
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, status
@@ -45,7 +46,6 @@ async def registry(runtime: RuntimeDep) -> dict[str, Any]:
     """Warm entries with their TTLs and hit counts, the budget, and the jobs' next runs."""
     service = _service(runtime)
     now = time.time()
-    budget = service.budget
     entries = []
     for entry in service.store.entries():
         item = entry.model_dump(exclude={"messages"})
@@ -54,12 +54,9 @@ async def registry(runtime: RuntimeDep) -> dict[str, Any]:
     return {
         "entries": entries,
         "warm_tokens": service.store.warm_tokens(),
-        "budget": {
-            "capacity_tokens": budget.capacity_tokens if budget else None,
-            "share": budget.share if budget else None,
-            "max_tokens": budget.max_tokens if budget else None,
-            "per_entry_max_tokens": budget.per_entry_max_tokens if budget else None,
-        },
+        "budget": {**asdict(service.budget), "max_tokens": service.budget.max_tokens}
+        if service.budget
+        else None,
         "pending_changes": service.pending_changes,
         "kb_version": runtime.kb.version,
         "warm_requests_sent": service.warmer.requests_sent,
