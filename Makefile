@@ -10,6 +10,8 @@ STAMP  := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
+# torch creates its compile cache folder on import; keep it in the data folder, not /tmp.
+export TORCHINDUCTOR_CACHE_DIR ?= $(CURDIR)/data/cache/torchinductor
 
 .PHONY: install run test bench lint clean
 

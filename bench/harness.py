@@ -7,6 +7,10 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault(  # as the Makefile does: torch's cache folder in data/, not /tmp
+    "TORCHINDUCTOR_CACHE_DIR",
+    os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "cache"),
+)
 
 import argparse
 import asyncio
