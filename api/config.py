@@ -8,6 +8,8 @@ from pathlib import Path
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from warmup.models import SYNTHETIC_QUERIES, WarmupStrategy
+
 
 class Settings(BaseSettings):
     """Every knob of warmrag; the README documents each one.
@@ -75,7 +77,14 @@ class Settings(BaseSettings):
     )
 
     # Warmup
-    warmup_enabled: bool = Field(True, description="Knowledge-aware warmup on or off.")
+    warmup_enabled: bool = Field(True, description="Warmup on or off.")
+    warmup_strategy: WarmupStrategy = Field(
+        WarmupStrategy.KNOWLEDGE_AWARE,
+        description="knowledge_aware, hot_queries, synthetic or hybrid (docs/warmup.md).",
+    )
+    warmup_synthetic_queries: tuple[str, ...] = Field(
+        SYNTHETIC_QUERIES, description="Generic questions the synthetic strategies send."
+    )
     warmup_ttl_s: float = Field(1800.0, gt=0, description="TTL of a warm prefix.")
     warmup_half_life_s: float = Field(3600.0, gt=0, description="Half-life of hot-query counts.")
     warmup_hot_min_count: float = Field(0.5, gt=0, description="Decayed count that is hot.")

@@ -115,6 +115,8 @@ class Runtime:
     def _build_warmup(self) -> WarmupService:
         s = self.settings
         config = WarmupConfig(
+            strategy=s.warmup_strategy,
+            synthetic_queries=s.warmup_synthetic_queries,
             ttl_s=s.warmup_ttl_s,
             half_life_s=s.warmup_half_life_s,
             hot_min_count=s.warmup_hot_min_count,

@@ -7,6 +7,51 @@ from enum import StrEnum
 from pydantic import BaseModel, Field
 
 
+class WarmupStrategy(StrEnum):
+    """What the warmup layer warms, and whether it follows the knowledge base.
+
+    The seed's strategies, side by side (``bench/`` compares them):
+
+    - ``knowledge_aware``: contexts of hot and predicted queries (the registry), re-warmed
+      when their retrieval changes and extended when it does not (the default);
+    - ``hot_queries``: the registry of hot queries only; knowledge-base changes are not
+      followed, so a changed context stays warm with its old passages until its TTL;
+    - ``synthetic``: a batch of generic synthetic requests at start-up and with each hot
+      cycle; no registry;
+    - ``hybrid``: ``knowledge_aware`` plus the synthetic batch.
+    """
+
+    KNOWLEDGE_AWARE = "knowledge_aware"
+    HOT_QUERIES = "hot_queries"
+    SYNTHETIC = "synthetic"
+    HYBRID = "hybrid"
+
+    @property
+    def uses_registry(self) -> bool:
+        return self is not WarmupStrategy.SYNTHETIC
+
+    @property
+    def follows_kb(self) -> bool:
+        return self in (WarmupStrategy.KNOWLEDGE_AWARE, WarmupStrategy.HYBRID)
+
+    @property
+    def sends_synthetic(self) -> bool:
+        return self in (WarmupStrategy.SYNTHETIC, WarmupStrategy.HYBRID)
+
+
+# Generic questions that fit any knowledge base: the ``synthetic`` strategy's batch.
+SYNTHETIC_QUERIES: tuple[str, ...] = (
+    "What is this about?",
+    "Give me an overview.",
+    "What are the most important facts?",
+    "Summarize the key points.",
+    "What should I know first?",
+    "Explain the background.",
+    "What are the main topics?",
+    "Tell me something interesting.",
+)
+
+
 class RewarmReason(StrEnum):
     """Why a prefix was (re)warmed; the label of ``warmrag_rewarm_total``."""
 
@@ -16,6 +61,7 @@ class RewarmReason(StrEnum):
     EVICTED = "evicted"
     STARTUP = "startup"
     EXPIRED_HOT = "expired_hot"
+    SYNTHETIC = "synthetic"
 
 
 class QueryRecord(BaseModel):

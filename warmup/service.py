@@ -27,7 +27,7 @@ from rag.retriever import Retrieval, Retriever
 from warmup.budget import WarmBudget
 from warmup.detector import ChangeDetector
 from warmup.keys import normalize_query
-from warmup.models import RewarmReason, WarmEntry
+from warmup.models import SYNTHETIC_QUERIES, RewarmReason, WarmEntry, WarmupStrategy
 from warmup.planner import Candidate, WarmupPlanner, estimate_tokens
 from warmup.store import WarmupStore, decayed
 from warmup.warmer import Warmer
@@ -36,6 +36,10 @@ log = logging.getLogger(__name__)
 
 
 class WarmupConfig(BaseModel):
+    strategy: WarmupStrategy = Field(WarmupStrategy.KNOWLEDGE_AWARE, description="What to warm.")
+    synthetic_queries: tuple[str, ...] = Field(
+        SYNTHETIC_QUERIES, description="The batch the synthetic and hybrid strategies send."
+    )
     ttl_s: float = Field(1800.0, gt=0, description="How long a warm entry lives unless extended.")
     half_life_s: float = Field(3600.0, gt=0, description="Half-life of hot-query counts.")
     hot_min_count: float = Field(0.5, gt=0, description="Decayed count that makes a query hot.")
@@ -109,12 +113,16 @@ class WarmupService:
         )
         self.metrics.cold_starts.inc()
         log.info(
-            "warm budget: %d of %d KV tokens (share %.0f%%)",
+            "warm budget: %d of %d KV tokens (share %.0f%%), strategy %s",
             self.budget.max_tokens,
             self.budget.capacity_tokens,
             self.budget.share * 100,
+            self.config.strategy.value,
         )
-        return await self.restore()
+        report = await self.restore()
+        if self.config.strategy.sends_synthetic:
+            await self.send_synthetic()
+        return report
 
     async def restore(self) -> CycleReport:
         """Prefill persisted entries, hottest first, within budget; retire the rest
@@ -148,6 +156,9 @@ class WarmupService:
 
     def on_chat(self, retrieval: Retrieval, prefix: PromptPrefix, usage: Usage) -> bool:
         """Log the question; return whether it hit a registered warm prefix."""
+        if not self.config.strategy.uses_registry:
+            self.metrics.record_chat(False)
+            return False
         now = self.clock()
         key = normalize_query(retrieval.question)
         record = self.store.record_query(
@@ -205,8 +216,11 @@ class WarmupService:
     # ----- knowledge-base changes --------------------------------------------------
 
     def notify_change(self, change: ChangeSet) -> None:
-        """Queue a change; detection runs once the changes stop for ``debounce_s``."""
-        if not change.changed:
+        """Queue a change; detection runs once the changes stop for ``debounce_s``.
+
+        Strategies that do not follow the knowledge base drop it: their entries keep
+        the passages they were warmed with until the TTL sweep."""
+        if not change.changed or not self.config.strategy.follows_kb:
             return
         self._pending.append(change)
         if self._debounce is not None:
@@ -250,6 +264,8 @@ class WarmupService:
         (also catches graph changes a change set cannot show); prefill only what changed."""
         async with self._lock:
             report = self._begin("recheck")
+            if not self.config.strategy.follows_kb:
+                return self._finish(report)
             entries = self.store.entries()
             report.entries_checked = report.affected = len(entries)
             await self._refresh([e.fingerprint for e in entries], RewarmReason.KB_CHANGE, report)
@@ -314,11 +330,33 @@ class WarmupService:
             return self._finish(report)
 
     async def warm_hot(self) -> CycleReport:
-        """Warm the contexts of hot (and seed) queries that have no warm entry yet."""
+        """Warm the contexts of hot (and seed) queries that have no warm entry yet;
+        the synthetic strategies send their batch again too."""
         async with self._lock:
             report = self._begin("hot")
-            await self._warm_hot(report, RewarmReason.HOT)
+            if self.config.strategy.uses_registry:
+                await self._warm_hot(report, RewarmReason.HOT)
+            if self.config.strategy.sends_synthetic:
+                await self._send_synthetic(report)
             return self._finish(report)
+
+    async def send_synthetic(self) -> CycleReport:
+        """Send the batch of generic synthetic requests (prefill only, nothing registered)."""
+        async with self._lock:
+            report = self._begin("synthetic")
+            await self._send_synthetic(report)
+            return self._finish(report)
+
+    async def _send_synthetic(self, report: CycleReport) -> None:
+        if not self._budget().enabled:
+            report.skipped_over_budget += len(self.config.synthetic_queries)
+            return
+        for text in self.config.synthetic_queries:
+            retrieval = await anyio.to_thread.run_sync(
+                self.retriever.retrieve, text, self.config.top_k
+            )
+            prefix = self.builder.prefix(retrieval.passages, retrieval.triples)
+            self._count_prefill(await self.warmer.warm(prefix), RewarmReason.SYNTHETIC, report)
 
     async def _warm_hot(self, report: CycleReport, reason: RewarmReason) -> None:
         now = self.clock()
