@@ -36,6 +36,10 @@ run: install
 test: install
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# The benchmark suite against the real stack; BENCH_ARGS=--quick for a few minutes.
+bench: install
+	$(PY) -m bench $(BENCH_ARGS)
+
 lint: install
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .

@@ -20,7 +20,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.harness import REPO, percentile
+from bench.harness import REPO
+from bench.measure import percentile
 from rag.models import ChangeSet, ChunkRecord
 from warmup.detector import ChangeDetector
 from warmup.models import WarmEntry
@@ -75,7 +76,9 @@ def main() -> None:
                 ],
                 kb_version=2,
             )
-            cold, warm, affected = [], [], 0
+            cold: list[float] = []
+            warm: list[float] = []
+            affected = 0
             for _ in range(15):
                 store.assign("question 0", "fp000000", 0.45)  # drops the cached matrix
                 store.retire("absent")  # ... and the cached entry index

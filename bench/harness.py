@@ -1,5 +1,5 @@
-"""What every benchmark needs: a vLLM server (a child, or ``--vllm-url``), warmrag
-services served over real HTTP in this process, and small statistics helpers."""
+"""What every benchmark needs: a vLLM child (or another vLLM's URL), warmrag services
+served over real HTTP in this process, and direct calls to vLLM."""
 
 from __future__ import annotations
 
@@ -12,15 +12,14 @@ os.environ.setdefault(  # as the Makefile does: torch's cache folder in data/, n
     os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "cache"),
 )
 
-import argparse
 import asyncio
-import statistics
 import tempfile
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -28,21 +27,14 @@ from api.config import Settings
 from api.main import create_app
 from api.server import ThreadedServer, free_port
 from rag.embedding import shared_embedder
-from rag.llm import VLLMClient
+from rag.llm import TextDelta, VLLMClient
 from rag.model import ensure_chat_model
 from rag.vllm_server import VLLMServer
 
 REPO = Path(__file__).resolve().parent.parent
 MODEL_NAME = "SmolLM2-135M-Instruct"
 TOKEN = "bench-token"
-
-
-def add_common_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--vllm-url", help="use this vLLM (needs VLLM_SERVER_DEV_MODE=1)")
-    parser.add_argument("--kv-cache-gib", type=int, default=4)
-    parser.add_argument(
-        "--enforce-eager", action="store_true", help="faster vLLM start, slightly slower TTFT"
-    )
+T = TypeVar("T")
 
 
 @contextmanager
@@ -54,23 +46,35 @@ def bench_dir() -> Iterator[Path]:
 
 
 @contextmanager
-def vllm(args: argparse.Namespace, work: Path) -> Iterator[str]:
-    if args.vllm_url:
-        yield args.vllm_url
-        return
+def vllm(
+    *,
+    kv_cache_gib: int = 4,
+    enforce_eager: bool = False,
+    prefix_caching: bool = True,
+    log: Callable[[str], None] = print,
+) -> Iterator[str]:
+    """A vLLM child in dev mode (``POST /reset_prefix_cache``); yields its URL.
+
+    Its compile cache lives in ``data/cache/bench-vllm`` so later starts reuse it."""
     model = ensure_chat_model(REPO / "data" / "models" / MODEL_NAME)
     server = VLLMServer(
         model,
         MODEL_NAME,
         free_port(),
-        work / "vllm",
-        kv_cache_gib=args.kv_cache_gib,
-        enforce_eager=args.enforce_eager,
+        REPO / "data" / "cache" / "bench-vllm",
+        kv_cache_gib=kv_cache_gib,
+        enforce_eager=enforce_eager,
         dev_mode=True,
+        prefix_caching=prefix_caching,
     )
+    started = time.perf_counter()
     server.start()
     try:
         server.wait_ready()
+        log(
+            f"vLLM ready in {time.perf_counter() - started:.0f} s (KV {kv_cache_gib} GiB, "
+            f"prefix caching {'on' if prefix_caching else 'off'})"
+        )
         yield server.url
     finally:
         server.stop()
@@ -90,8 +94,24 @@ class Service:
         resp.raise_for_status()
         return resp.json()
 
+    def get(self, path: str) -> Any:
+        resp = self.client.get(path, headers=self.admin)
+        resp.raise_for_status()
+        return resp.json()
+
     def chat(self, question: str) -> dict[str, Any]:
         return dict(self.post("/v1/chat", {"question": question}))
+
+    def ingest(self, documents: Sequence[dict[str, Any]], batch: int = 500) -> None:
+        for i in range(0, len(documents), batch):
+            self.post("/admin/documents", {"documents": list(documents[i : i + batch])}, True)
+
+    def metric(self, name: str) -> float:
+        """A counter or gauge of the service's ``/metrics`` (0 when absent)."""
+        for line in self.client.get("/metrics").text.splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+        return 0.0
 
 
 @contextmanager
@@ -101,7 +121,7 @@ def service(vllm_url: str, data_dir: Path, **overrides: Any) -> Iterator[Service
         "vllm_url": vllm_url,
         "admin_token": TOKEN,
         "seed_sample_kb": False,
-        "max_tokens": 8,
+        "max_tokens": 2,  # TTFT is the measure; a longer answer only slows the run
         "served_model_name": MODEL_NAME,
         "warmup_debounce_s": 3600.0,  # the benchmark decides when detection runs
     }
@@ -116,27 +136,36 @@ def service(vllm_url: str, data_dir: Path, **overrides: Any) -> Iterator[Service
         server.stop()
 
 
-def reset_prefix_cache(vllm_url: str) -> None:
-    async def reset() -> None:
+def _with_client(vllm_url: str, call: Callable[[VLLMClient], Awaitable[T]]) -> T:
+    async def run() -> T:
         client = VLLMClient(vllm_url, MODEL_NAME)
         try:
-            await client.reset_prefix_cache()
+            return await call(client)
         finally:
             await client.aclose()
 
-    asyncio.run(reset())
+    return asyncio.run(run())
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
-    return ordered[index]
+def reset_prefix_cache(vllm_url: str) -> None:
+    """Empty vLLM's prefix cache, as a restarted vLLM's would be."""
+    _with_client(vllm_url, lambda c: c.reset_prefix_cache())
 
 
-def summary(values: Sequence[float]) -> str:
-    return (
-        f"p50 {statistics.median(values):7.1f}  p90 {percentile(values, 90):7.1f}"
-        f"  p99 {percentile(values, 99):7.1f}  (n={len(values)})"
-    )
+def kv_usage(vllm_url: str) -> float:
+    return _with_client(vllm_url, lambda c: c.kv_usage())
+
+
+def floor_ttft(vllm_url: str, question: str) -> float:
+    """TTFT (ms) of the question alone, straight to vLLM: no retrieval, no context."""
+
+    async def ask(client: VLLMClient) -> float:
+        started = time.perf_counter()
+        async for event in client.stream_chat(
+            [{"role": "user", "content": question}], max_tokens=8, temperature=0.0
+        ):
+            if isinstance(event, TextDelta):
+                break
+        return (time.perf_counter() - started) * 1000
+
+    return _with_client(vllm_url, ask)

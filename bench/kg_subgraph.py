@@ -16,7 +16,6 @@ import gc
 import os
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,6 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.harness import bench_dir
 from kg import KnowledgeGraph, SubgraphSelector, Triple
 
 DIM = 384
@@ -130,7 +130,7 @@ def make_questions(
 
 def bench(size: int, count: int, min_score: float | None) -> dict[str, float]:
     rng = np.random.default_rng(size)
-    with tempfile.TemporaryDirectory() as folder:
+    with bench_dir() as folder:
         started = time.perf_counter()
         graph = build_graph(Path(folder), size, rng)
         build_s = time.perf_counter() - started

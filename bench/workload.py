@@ -1,11 +1,18 @@
 """A seeded, reproducible benchmark workload: a corpus of fictional towns (three
 documents each, so every question's top-3 is its town's documents) and questions
-about them with paraphrases that normalize to the same key, drawn Zipf."""
+about them with paraphrases that normalize to the same key, drawn Zipf.
+
+``Workload`` fixes everything one benchmark run uses: the corpus, the question set
+(the towns users ask about are a subset of the corpus), the request streams, and
+the document revisions a knowledge-base change ingests."""
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
+
+from warmup.keys import normalize_query
 
 _SYLLABLES = [
     "ka", "lor", "ven", "dri", "mo", "sel", "tar", "quin", "bel", "orn", "fa", "zu",
@@ -25,15 +32,27 @@ class Town:
     festival: str
     population: int
 
-    def documents(self) -> list[dict[str, object]]:
+    @property
+    def slug(self) -> str:
+        return self.name.lower()
+
+    def documents(self, revision: int = 0) -> list[dict[str, object]]:
+        """The town's three documents; a ``revision`` > 0 rewrites its history (a
+        different founding year and one more sentence), as an operator's update would."""
         n = self.name
-        slug = n.lower()
+        slug = self.slug
+        founded = self.founded + 7 * revision
+        revised = (
+            f" The chronicle was revised in edition {revision + 1} after new records were found."
+            if revision
+            else ""
+        )
         history = (
-            f"{n} was founded in {self.founded} by settlers from the coast. The old chronicle "
+            f"{n} was founded in {founded} by settlers from the coast. The old chronicle "
             f"of {n} records that the first houses of {n} stood on a low hill above the "
             f"{self.river} river. During the following centuries {n} grew into a market town, "
             f"and the town council of {n} built a stone hall in its square. Travellers "
-            f"describe {n} as quiet in winter and busy in summer."
+            f"describe {n} as quiet in winter and busy in summer.{revised}"
         )
         geography = (
             f"The {self.river} river flows through {n} from the northern hills to the lake. "
@@ -65,7 +84,7 @@ class Town:
 def towns(count: int, seed: int = 7) -> list[Town]:
     rng = random.Random(seed)
     names: set[str] = set()
-    result = []
+    result: list[Town] = []
     while len(result) < count:
         name = "".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(2, 3))).capitalize()
         if name in names:
@@ -104,3 +123,83 @@ def zipf_stream(questions: list[str], length: int, s: float = 1.1, seed: int = 1
     rng.shuffle(order)  # popularity independent of corpus order
     weights = [1.0 / (rank**s) for rank in range(1, len(order) + 1)]
     return [paraphrase(q, rng) for q in rng.choices(order, weights=weights, k=length)]
+
+
+def unrelated_document() -> dict[str, object]:
+    """A document no town question retrieves: its ingest must not touch any warm entry."""
+    text = (
+        "Sourdough bread rises slowly because wild yeast and lactic bacteria ferment the "
+        "dough. A starter of flour and water is fed every day, and bakers keep part of it "
+        "for the next loaf. A long, cool fermentation gives the crumb its open structure "
+        "and the crust its deep colour."
+    )
+    return {"id": "sourdough-bread", "text": text, "metadata": {"topic": "baking"}}
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """The knobs of a run; ``quick()`` and ``full()`` are the two the suite uses."""
+
+    towns: int = 700  # x3 documents of one chunk each: 2,100 chunks
+    question_towns: int = 120  # x3 questions: 360 distinct questions
+    steady_requests: int = 400
+    restart_requests: int = 100
+    zipf_s: float = 1.1
+    seed: int = 7
+
+    @classmethod
+    def full(cls) -> WorkloadSpec:
+        return cls()
+
+    @classmethod
+    def quick(cls) -> WorkloadSpec:
+        return cls(towns=60, question_towns=30, steady_requests=80, restart_requests=30)
+
+
+@dataclass
+class Workload:
+    """Corpus, questions and request streams of one run, all derived from the spec."""
+
+    spec: WorkloadSpec
+    towns: list[Town] = field(init=False)
+    steady: list[str] = field(init=False)
+    restart: list[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        spec = self.spec
+        if not 0 < spec.question_towns <= spec.towns:
+            raise ValueError("question_towns must be between 1 and towns")
+        self.towns = towns(spec.towns, spec.seed)
+        stream = zipf_stream(
+            self.questions,
+            spec.steady_requests + spec.restart_requests,
+            spec.zipf_s,
+            seed=spec.seed + 4,
+        )
+        self.steady = stream[: spec.steady_requests]
+        self.restart = stream[spec.steady_requests :]
+
+    @property
+    def question_towns(self) -> list[Town]:
+        return self.towns[: self.spec.question_towns]
+
+    @property
+    def questions(self) -> list[str]:
+        return [q for t in self.question_towns for q in t.questions()]
+
+    def documents(self, only_question_towns: bool = False) -> list[dict[str, object]]:
+        chosen = self.question_towns if only_question_towns else self.towns
+        return [d for t in chosen for d in t.documents()]
+
+    def towns_by_traffic(self) -> list[Town]:
+        """Question towns, most requested first (steady and restart streams together)."""
+        by_key = {normalize_query(q): t for t in self.question_towns for q in t.questions()}
+        counts: Counter[str] = Counter()
+        for question in self.steady + self.restart:
+            counts[by_key[normalize_query(question)].name] += 1
+        return sorted(self.question_towns, key=lambda t: (-counts[t.name], t.name))
+
+    def asked_question(self, town: Town) -> str:
+        """The town's question asked most often in the streams (its first if none was)."""
+        asked = Counter(normalize_query(q) for q in self.steady + self.restart)
+        return max(town.questions(), key=lambda q: asked[normalize_query(q)])

@@ -50,6 +50,7 @@ class VLLMServer:
         max_model_len: int = 4096,
         enforce_eager: bool = False,
         dev_mode: bool = False,
+        prefix_caching: bool = True,
     ) -> None:
         self.model_dir = model_dir
         self.served_model_name = served_model_name
@@ -60,6 +61,7 @@ class VLLMServer:
         self.max_model_len = max_model_len
         self.enforce_eager = enforce_eager
         self.dev_mode = dev_mode
+        self.prefix_caching = prefix_caching
         self._proc: subprocess.Popen[bytes] | None = None
         self._log_file: Path = work_dir / "vllm.log"
 
@@ -80,7 +82,7 @@ class VLLMServer:
             "--port", str(self.port),
             "--dtype", "bfloat16",
             "--max-model-len", str(self.max_model_len),
-            "--enable-prefix-caching",
+            "--enable-prefix-caching" if self.prefix_caching else "--no-enable-prefix-caching",
             "--enable-prompt-tokens-details",
             "--disable-uvicorn-access-log",
         ]  # fmt: skip

@@ -29,10 +29,20 @@ class Candidate:
 
 
 @dataclass(frozen=True)
+class Incumbent:
+    """A warm entry already in the budget: a candidate worth more may displace it."""
+
+    fingerprint: str
+    heat: float
+    tokens: int
+
+
+@dataclass(frozen=True)
 class Plan:
     steps: list[list[Candidate]]
     skipped_over_budget: int
     skipped_too_large: int
+    displaced: tuple[str, ...] = ()
 
     @property
     def candidates(self) -> list[Candidate]:
@@ -40,7 +50,11 @@ class Plan:
 
 
 class WarmupPlanner:
-    """Orders candidates by decayed frequency × tokens saved ÷ size and cuts at the budget."""
+    """Orders candidates by decayed frequency × tokens saved ÷ size and cuts at the budget.
+
+    When the budget is full, a candidate displaces warm entries worth less than itself
+    (coldest first), so the contexts users ask for are not locked out by predictions
+    nobody asked for."""
 
     def __init__(self, steps: int = 3) -> None:
         self.steps = max(1, steps)
@@ -50,24 +64,58 @@ class WarmupPlanner:
         saved = budget.full_blocks(candidate.est_tokens)
         return candidate.frequency * saved / max(1, candidate.est_tokens)
 
-    def plan(self, candidates: Sequence[Candidate], budget: WarmBudget, used_tokens: int) -> Plan:
+    @staticmethod
+    def incumbent_value(incumbent: Incumbent, budget: WarmBudget) -> float:
+        return incumbent.heat * budget.full_blocks(incumbent.tokens) / max(1, incumbent.tokens)
+
+    def plan(
+        self,
+        candidates: Sequence[Candidate],
+        budget: WarmBudget,
+        used_tokens: int,
+        incumbents: Sequence[Incumbent] = (),
+    ) -> Plan:
+        """``used_tokens``: what the warm entries take now (``incumbents`` among them)."""
         ranked = sorted(
             candidates,
             key=lambda c: (-self.value(c, budget), c.prefix.fingerprint),
         )
+        evictable = sorted(
+            incumbents, key=lambda i: (self.incumbent_value(i, budget), i.fingerprint)
+        )
         chosen: list[Candidate] = []
+        displaced: list[str] = []
         over = too_large = 0
         room = budget.max_tokens - used_tokens
         for candidate in ranked:
             if candidate.est_tokens > budget.per_entry_max_tokens:
                 too_large += 1
-            elif budget.full_blocks(candidate.est_tokens) == 0:
+                continue
+            if budget.full_blocks(candidate.est_tokens) == 0:
                 continue  # shorter than one KV block: nothing could be reused
-            elif candidate.est_tokens > room:
-                over += 1
-            else:
-                chosen.append(candidate)
-                room -= candidate.est_tokens
+            if candidate.est_tokens > room:
+                worth = self.value(candidate, budget)
+                victims, freed = [], 0
+                for incumbent in evictable:
+                    if room + freed >= candidate.est_tokens:
+                        break
+                    if self.incumbent_value(incumbent, budget) >= worth:
+                        break
+                    victims.append(incumbent)
+                    freed += incumbent.tokens
+                if room + freed < candidate.est_tokens:
+                    over += 1
+                    continue
+                evictable = evictable[len(victims) :]
+                displaced.extend(v.fingerprint for v in victims)
+                room += freed
+            chosen.append(candidate)
+            room -= candidate.est_tokens
         size = -(-len(chosen) // self.steps) if chosen else 0
         steps = [chosen[i : i + size] for i in range(0, len(chosen), size)] if size else []
-        return Plan(steps=steps, skipped_over_budget=over, skipped_too_large=too_large)
+        return Plan(
+            steps=steps,
+            skipped_over_budget=over,
+            skipped_too_large=too_large,
+            displaced=tuple(displaced),
+        )

@@ -27,8 +27,14 @@ from rag.retriever import Retrieval, Retriever
 from warmup.budget import WarmBudget
 from warmup.detector import ChangeDetector
 from warmup.keys import normalize_query
-from warmup.models import SYNTHETIC_QUERIES, RewarmReason, WarmEntry, WarmupStrategy
-from warmup.planner import Candidate, WarmupPlanner, estimate_tokens
+from warmup.models import (
+    SYNTHETIC_QUERIES,
+    QueryRecord,
+    RewarmReason,
+    WarmEntry,
+    WarmupStrategy,
+)
+from warmup.planner import Candidate, Incumbent, WarmupPlanner, estimate_tokens
 from warmup.store import WarmupStore, decayed
 from warmup.warmer import Warmer
 
@@ -66,6 +72,8 @@ class CycleReport(BaseModel):
     retired: int = 0
     warm_requests: int = 0
     prefill_tokens: int = 0
+    prefill_tokens_by_reason: dict[str, int] = Field(default_factory=dict)
+    warm_requests_by_reason: dict[str, int] = Field(default_factory=dict)
     stopped_by_kv_usage: bool = False
     skipped_over_budget: int = 0
     detection_ms: float = 0.0
@@ -126,31 +134,55 @@ class WarmupService:
 
     async def restore(self) -> CycleReport:
         """Prefill persisted entries, hottest first, within budget; retire the rest
-        (after a restart vLLM holds none of them)."""
+        (after a restart vLLM holds none of them).
+
+        The hottest ``restore_max_entries`` are warmed now (start-up waits for them);
+        the others that fit the budget follow in the background, behind chats."""
         async with self._lock:
             report = self._begin("restore")
             now = self.clock()
             entries = sorted(self.store.entries(), key=lambda e: -self._heat(e, now))
-            budget = self._budget()
-            room = budget.max_tokens
+            room = self._budget().max_tokens
             keep: list[WarmEntry] = []
             for entry in entries:
-                if len(keep) < self.config.restore_max_entries and entry.prefix_tokens <= room:
+                if entry.prefix_tokens <= room:
                     keep.append(entry)
                     room -= entry.prefix_tokens
                 else:
                     self.store.retire(entry.fingerprint)
                     report.retired += 1
-            for step in _steps(keep, self.config.steps):
-                for entry in step:
-                    await self._prefill_entry(entry, RewarmReason.STARTUP, report)
-                if await self._kv_full():
-                    report.stopped_by_kv_usage = True
-                    for rest in keep[keep.index(step[-1]) + 1 :]:
-                        self.store.retire(rest.fingerprint)
-                        report.retired += 1
-                    break
+            now_list, later = (
+                keep[: self.config.restore_max_entries],
+                keep[self.config.restore_max_entries :],
+            )
+            if not await self._prefill_steps(now_list, RewarmReason.STARTUP, report):
+                later = []
+            if later:
+                self._spawn(self._restore_later([e.fingerprint for e in later]))
             return self._finish(report)
+
+    async def _restore_later(self, fingerprints: Sequence[str]) -> CycleReport:
+        async with self._lock:
+            report = self._begin("restore_background")
+            entries = [e for fp in fingerprints if (e := self.store.entry(fp)) is not None]
+            await self._prefill_steps(entries, RewarmReason.STARTUP, report)
+            return self._finish(report)
+
+    async def _prefill_steps(
+        self, entries: list[WarmEntry], reason: RewarmReason, report: CycleReport
+    ) -> bool:
+        """Prefill in progressive steps; past the KV-usage threshold, retire the rest and
+        return False."""
+        for step in _steps(entries, self.config.steps):
+            for entry in step:
+                await self._prefill_entry(entry, reason, report)
+            if await self._kv_full():
+                report.stopped_by_kv_usage = True
+                for rest in entries[entries.index(step[-1]) + 1 :]:
+                    self.store.retire(rest.fingerprint)
+                    report.retired += 1
+                return False
+        return True
 
     # ----- chats -------------------------------------------------------------------
 
@@ -200,17 +232,25 @@ class WarmupService:
         async with self._lock:
             report = self._begin("seed")
             await self._record_seeds(texts)
-            await self._warm_hot(report, RewarmReason.SEED)
+            await self._warm_hot(
+                report, RewarmReason.SEED, only={normalize_query(t) for t in texts}
+            )
             return self._finish(report)
 
-    async def _record_seeds(self, texts: Sequence[str]) -> None:
+    async def _record_seeds(self, texts: Sequence[str], weight: float = 1.0) -> None:
         embeddings = await anyio.to_thread.run_sync(
             self.retriever.kb.embedder.embed_texts, list(texts)
         )
         now = self.clock()
         for text, embedding in zip(texts, embeddings, strict=True):
             self.store.record_query(
-                normalize_query(text), text, embedding, now, self.config.half_life_s, seed=True
+                normalize_query(text),
+                text,
+                embedding,
+                now,
+                self.config.half_life_s,
+                seed=True,
+                weight=weight,
             )
 
     # ----- knowledge-base changes --------------------------------------------------
@@ -255,8 +295,8 @@ class WarmupService:
             report.affected = len(detection.affected)
             await self._refresh(sorted(detection.affected), RewarmReason.KB_CHANGE, report)
             report.extended += self._extend(detection.unaffected)
-            if self.config.document_queries and await self._seed_from_documents(changes):
-                await self._warm_hot(report, RewarmReason.SEED)
+            if self.config.document_queries and (keys := await self._seed_from_documents(changes)):
+                await self._warm_hot(report, RewarmReason.SEED, only=keys)
             return self._finish(report)
 
     async def recheck(self) -> CycleReport:
@@ -300,16 +340,18 @@ class WarmupService:
                 self.store.retire(fingerprint)
                 report.retired += 1
 
-    async def _seed_from_documents(self, changes: Sequence[ChangeSet]) -> bool:
-        """A question each new document predicts: its first sentence, as a seed query."""
+    async def _seed_from_documents(self, changes: Sequence[ChangeSet]) -> set[str]:
+        """A question each new document predicts: its first sentence, as a seed query.
+        Returns their keys."""
         texts = []
         for doc_id in sorted({d for c in changes for d in c.added + c.updated}):
             chunks = self.retriever.kb.chunk_texts(doc_id)
             if chunks and (sentence := _first_sentence(chunks[0][1])):
                 texts.append(sentence)
         if texts:
-            await self._record_seeds(texts)
-        return bool(texts)
+            # A guess, not a sighting: it ranks below any question users really asked.
+            await self._record_seeds(texts, weight=0.0)
+        return {normalize_query(t) for t in texts}
 
     # ----- periodic jobs -----------------------------------------------------------
 
@@ -358,17 +400,20 @@ class WarmupService:
             prefix = self.builder.prefix(retrieval.passages, retrieval.triples)
             self._count_prefill(await self.warmer.warm(prefix), RewarmReason.SYNTHETIC, report)
 
-    async def _warm_hot(self, report: CycleReport, reason: RewarmReason) -> None:
+    async def _warm_hot(
+        self, report: CycleReport, reason: RewarmReason, only: set[str] | None = None
+    ) -> None:
+        """Plan and warm the hot queries' contexts (``only``: just these keys')."""
         now = self.clock()
         groups: dict[str, list[tuple[str, float | None, float]]] = defaultdict(list)
         prefixes: dict[str, PromptPrefix] = {}
         # One read of the registry, not one per logged query: this runs on the event loop.
         registered = set(self.store.entry_index().chunk_ids)
         for query in self.store.queries():
-            if query.fingerprint in registered:
+            if query.fingerprint in registered or (only is not None and query.key not in only):
                 continue
-            heat = decayed(query.count, query.last_seen, now, self.config.half_life_s)
-            if not query.seed and heat < self.config.hot_min_count:
+            heat = self._query_heat(query, now)
+            if heat < self.config.hot_min_count:
                 continue
             found = await self._retrieve_stored(query.key)
             if found is None:
@@ -378,7 +423,7 @@ class WarmupService:
                 self.store.assign(query.key, prefix.fingerprint, kth)
                 continue
             prefixes[prefix.fingerprint] = prefix
-            groups[prefix.fingerprint].append((query.key, kth, max(heat, 1.0)))
+            groups[prefix.fingerprint].append((query.key, kth, heat))
         candidates = [
             Candidate(
                 prefix=prefixes[fp],
@@ -390,8 +435,15 @@ class WarmupService:
             for fp, members in groups.items()
         ]
         budget = self._budget()
-        plan = self.planner.plan(candidates, budget, self.store.warm_tokens())
+        incumbents = [
+            Incumbent(e.fingerprint, self._heat(e, now), e.prefix_tokens)
+            for e in self.store.entries()
+        ]
+        plan = self.planner.plan(candidates, budget, self.store.warm_tokens(), incumbents)
         report.skipped_over_budget += plan.skipped_over_budget
+        for fingerprint in plan.displaced:  # vLLM's LRU reclaims their blocks
+            self.store.retire(fingerprint)
+            report.retired += 1
         for step in plan.steps:
             for candidate in step:
                 entry = await self._warm(candidate.prefix, reason, report)
@@ -466,7 +518,11 @@ class WarmupService:
     def _count_prefill(self, usage: Usage, reason: RewarmReason, report: CycleReport) -> None:
         report.rewarmed += 1
         report.warm_requests += 1
-        report.prefill_tokens += usage.prompt_tokens - usage.cached_tokens
+        tokens = usage.prompt_tokens - usage.cached_tokens
+        report.prefill_tokens += tokens
+        tokens_by, requests_by = report.prefill_tokens_by_reason, report.warm_requests_by_reason
+        tokens_by[reason.value] = tokens_by.get(reason.value, 0) + tokens
+        requests_by[reason.value] = requests_by.get(reason.value, 0) + 1
         self.metrics.rewarms.labels(reason.value).inc()
 
     def _extend(self, fingerprints: Sequence[str] | set[str]) -> int:
@@ -477,13 +533,13 @@ class WarmupService:
         return count
 
     def _heat(self, entry: WarmEntry, now: float) -> float:
-        total = 0.0
-        for key in entry.queries:
-            q = self.store.query(key)
-            if q is not None:
-                total += self.config.hot_min_count if q.seed else 0.0
-                total += decayed(q.count, q.last_seen, now, self.config.half_life_s)
-        return total
+        queries = (self.store.query(key) for key in entry.queries)
+        return sum(self._query_heat(q, now) for q in queries if q is not None)
+
+    def _query_heat(self, query: QueryRecord, now: float) -> float:
+        """Decayed sightings, plus the hot threshold for a seed (so a seed stays hot)."""
+        seed = self.config.hot_min_count if query.seed else 0.0
+        return seed + decayed(query.count, query.last_seen, now, self.config.half_life_s)
 
     async def _kv_full(self) -> bool:
         return await self.llm.kv_usage() > self.config.kv_usage_threshold

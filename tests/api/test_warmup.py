@@ -237,6 +237,28 @@ def test_restart_restores_the_registry_and_rewarms_before_ready(
     assert_warm_hit(second.chat(ZORN_Q), restored)
 
 
+def test_entries_past_the_start_up_cap_are_rewarmed_after_ready(
+    start_service: ServiceFactory, vllm: VLLMServer
+) -> None:
+    first = start_service()
+    first.ingest(*DOCS)
+    seed(first, ZORN_Q, "How many moons does Mars have?")
+    assert len(first.registry()["entries"]) == 2
+    first.stop()
+    reset_prefix_cache(vllm)
+
+    second = start_service(warmup_restore_max_entries=1)
+    assert len(second.registry()["entries"]) == 2, "the entry past the cap was dropped"
+    deadline = time.monotonic() + 30
+    while 'warmrag_rewarm_total{reason="startup"} 2.0' not in second.client.get("/metrics").text:
+        assert time.monotonic() < deadline, "the second entry was not re-warmed after ready"
+        time.sleep(0.1)
+    for key in ("what colour is the river zorn", "how many moons does mars have"):
+        entry = entry_for(second, key)
+        question = ZORN_Q if "zorn" in key else "How many moons does Mars have?"
+        assert_warm_hit(second.chat(question), entry)
+
+
 def test_changes_are_detected_after_the_debounce(start_service: ServiceFactory) -> None:
     service = start_service(warmup_debounce_s=0.1)
     service.ingest(*DOCS)

@@ -45,6 +45,7 @@ def test_synthetic_strategy_sends_its_batch_and_registers_nothing(
     hot = next(r for r in reports if r["kind"] == "hot")
     assert hot["warm_requests"] == len(SYNTHETIC_QUERIES)
     assert hot["prefill_tokens"] > 0
+    assert hot["prefill_tokens_by_reason"] == {"synthetic": hot["prefill_tokens"]}
     assert service.registry()["warm_requests_sent"] == sent + len(SYNTHETIC_QUERIES)
     body = service.chat(ZORN_Q)
     assert body["cache"]["warm_hit"] is False

@@ -2,7 +2,9 @@
 
 from collections import Counter
 
-from bench.workload import towns, zipf_stream
+import pytest
+
+from bench.workload import Workload, WorkloadSpec, towns, unrelated_document, zipf_stream
 from warmup.keys import normalize_query
 
 
@@ -29,3 +31,58 @@ def test_stream_is_skewed() -> None:
     counts = Counter(normalize_query(q) for q in zipf_stream(questions, 2000, s=1.1))
     top = counts.most_common()
     assert top[0][1] > 10 * top[len(top) // 2][1]
+
+
+def test_full_workload_has_the_promised_size() -> None:
+    workload = Workload(WorkloadSpec.full())
+    assert len(workload.documents()) >= 2000  # one chunk each (checked by the suite's ingest)
+    assert len({normalize_query(q) for q in workload.questions}) >= 300
+    assert len(workload.steady) == WorkloadSpec.full().steady_requests
+    assert len(workload.restart) == WorkloadSpec.full().restart_requests
+
+
+def test_workload_is_reproducible() -> None:
+    first, second = Workload(WorkloadSpec.quick()), Workload(WorkloadSpec.quick())
+    assert first.documents() == second.documents()
+    assert first.steady == second.steady and first.restart == second.restart
+    other = Workload(WorkloadSpec(towns=80, question_towns=40, seed=8))
+    assert other.steady != first.steady
+
+
+def test_questions_come_from_the_question_towns_only() -> None:
+    workload = Workload(WorkloadSpec.quick())
+    keys = {normalize_query(q) for q in workload.questions}
+    assert {normalize_query(q) for q in workload.steady + workload.restart} <= keys
+    asked = {t.name for t in workload.question_towns}
+    assert all(t.name in asked for t in workload.towns_by_traffic())
+
+
+def test_towns_by_traffic_puts_the_most_asked_first() -> None:
+    workload = Workload(WorkloadSpec.quick())
+    by_town = {normalize_query(q): t.name for t in workload.towns for q in t.questions()}
+    counts = Counter(by_town[normalize_query(q)] for q in workload.steady + workload.restart)
+    ranked = [counts[t.name] for t in workload.towns_by_traffic()]
+    assert ranked == sorted(ranked, reverse=True)
+    top = workload.towns_by_traffic()[0]
+    assert normalize_query(workload.asked_question(top)) in {
+        normalize_query(q) for q in workload.steady + workload.restart
+    }
+
+
+def test_a_revision_changes_only_the_history_document() -> None:
+    town = towns(1)[0]
+    before, after = town.documents(), town.documents(revision=1)
+    assert [d["id"] for d in before] == [d["id"] for d in after]
+    assert before[0]["text"] != after[0]["text"]
+    assert before[1:] == after[1:]
+    assert town.documents(revision=2)[0]["text"] != after[0]["text"]
+
+
+def test_unrelated_document_mentions_no_town() -> None:
+    text = str(unrelated_document()["text"])
+    assert not any(t.name in text for t in Workload(WorkloadSpec.full()).towns)
+
+
+def test_bad_spec_is_refused() -> None:
+    with pytest.raises(ValueError, match="question_towns"):
+        Workload(WorkloadSpec(towns=10, question_towns=20))

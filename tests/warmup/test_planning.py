@@ -10,7 +10,7 @@ from rag.prompt import PromptBuilder
 from warmup.budget import GIB, WarmBudget, tier_share
 from warmup.detector import ChangeDetector
 from warmup.keys import normalize_query
-from warmup.planner import Candidate, WarmupPlanner
+from warmup.planner import Candidate, Incumbent, WarmupPlanner
 from warmup.store import EntryIndex, QueryMatrix
 
 
@@ -57,6 +57,23 @@ def test_planner_orders_by_value_and_cuts_at_the_budget() -> None:
     assert chosen == ["q1", "q6", "q2"]  # 2,100 tokens of room: three of 600
     assert plan.skipped_too_large == 1 and plan.skipped_over_budget == 2
     assert [len(step) for step in plan.steps] == [1, 1, 1]
+
+
+def test_a_full_budget_gives_way_to_hotter_candidates_only() -> None:
+    budget = WarmBudget(
+        capacity_tokens=10_000, share=0.3, block_size=128, per_entry_max_tokens=1024
+    )  # 3,000 tokens, all taken by five 600-token entries
+    incumbents = [Incumbent(f"fp{i}", heat, 600) for i, heat in enumerate([0.5, 0.5, 2, 3, 4])]
+    candidates = [candidate(10, 1.0, 600), candidate(11, 0.4, 600), candidate(12, 1.5, 1000)]
+    plan = WarmupPlanner(steps=1).plan(candidates, budget, used_tokens=3000, incumbents=incumbents)
+    # 12 (1.5) displaces both 0.5 entries; 10 (1.0) finds nothing colder left to displace.
+    assert [c.keys[0] for c in plan.candidates] == ["q12"]
+    assert plan.displaced == ("fp0", "fp1")
+    assert plan.skipped_over_budget == 2
+    nothing = WarmupPlanner().plan(
+        [candidate(11, 0.4, 600)], budget, used_tokens=3000, incumbents=incumbents
+    )
+    assert nothing.candidates == [] and nothing.displaced == ()
 
 
 def test_detector_uses_removed_chunks_and_kth_scores() -> None:

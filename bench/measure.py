@@ -1,0 +1,78 @@
+"""What one benchmark request records, when it counts as a warm hit, and the
+summary statistics every section of the report uses."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+BLOCK = 128  # vLLM-CPU's KV block: only full blocks are reused
+# A request hit a warm prefix when vLLM computed less than this many of its prompt
+# tokens: the last, partial block of the context plus the question turn (< 1.5 blocks
+# here). A miss recomputes the whole context (~400 tokens in this workload).
+HIT_MAX_UNCACHED = BLOCK + BLOCK // 2
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """One chat as the benchmark saw it (``t_s``: seconds since its phase began)."""
+
+    question: str
+    t_s: float
+    ttft_ms: float
+    retrieval_ms: float
+    prompt_tokens: int
+    cached_tokens: int
+    first_sight: bool = False
+
+    @property
+    def hit(self) -> bool:
+        return self.prompt_tokens - self.cached_tokens < HIT_MAX_UNCACHED
+
+    @classmethod
+    def from_chat(
+        cls, question: str, t_s: float, body: dict[str, Any], first_sight: bool = False
+    ) -> RequestRecord:
+        return cls(
+            question=question,
+            t_s=round(t_s, 3),
+            ttft_ms=float(body["timings"]["ttft_ms"]),
+            retrieval_ms=float(body["timings"]["retrieval_ms"]),
+            prompt_tokens=int(body["cache"]["prompt_tokens"]),
+            cached_tokens=int(body["cache"]["cached_tokens"]),
+            first_sight=first_sight,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "hit": self.hit}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RequestRecord:
+        return cls(**{k: v for k, v in data.items() if k != "hit"})
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile; NaN for no values."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, math.ceil(q / 100 * len(ordered)) - 1))
+    return ordered[index]
+
+
+def summarize(records: Sequence[RequestRecord]) -> dict[str, float | int]:
+    """TTFT percentiles, hit share and retrieval p50 of a set of requests."""
+    ttft = [r.ttft_ms for r in records]
+    return {
+        "n": len(records),
+        "ttft_p50_ms": round(statistics.median(ttft), 1) if ttft else math.nan,
+        "ttft_p95_ms": round(percentile(ttft, 95), 1),
+        "ttft_p99_ms": round(percentile(ttft, 99), 1),
+        "hit_share": round(sum(r.hit for r in records) / len(records), 4) if records else math.nan,
+        "retrieval_p50_ms": round(statistics.median(r.retrieval_ms for r in records), 1)
+        if records
+        else math.nan,
+    }

@@ -1,0 +1,304 @@
+"""The suite's "scale" section: how warmrag's four size-dependent paths behave as data grows.
+
+Ingest throughput through the real pipeline (``KnowledgeBase.upsert``) next to the embedding
+model's raw throughput on the same chunk texts (the pipeline's overhead); the product's read path
+(``KnowledgeBase.retrieve``, query embedding excluded) at 1k, 10k and 50k chunks; knowledge-graph
+subgraph selection at 1k, 10k and 50k triples (``bench/kg_subgraph.py``); and change detection
+for a one-document change against 100, 1k and 10k warm entries, with cold and warm caches
+(``bench/detection_scaling.py``). Embedding 50k real chunks would take far too long here, so
+the retrieval collection holds the ingested chunks' real embeddings plus re-normalized noisy
+copies of them (same texts, so passages stay real and scores realistic), written through the
+KB's own llama-index ``QdrantVectorStore`` and grown 1k -> 10k -> 50k. That collection lives in
+an in-memory Qdrant client: local mode searches the same in-memory numpy arrays either way, and
+the on-disk mode's one SQLite commit per point would make filling 50k points take ~1 minute.
+
+    .venv/bin/python bench/scale.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from llama_index.core.schema import BaseNode, NodeRelationship, RelatedNodeInfo, TextNode
+from qdrant_client import QdrantClient
+
+from bench import kg_subgraph
+from bench.detection_scaling import build as build_registry
+from bench.detection_scaling import unit
+from bench.harness import bench_dir
+from bench.measure import percentile
+from bench.workload import towns
+from rag.embedding import Embedder, shared_embedder
+from rag.knowledge_base import KnowledgeBase
+from rag.models import ChangeSet, ChunkRecord, DocumentIn
+from warmup.detector import ChangeDetector
+from warmup.store import WarmupStore
+
+#: Per-dimension noise on the copies' embeddings: cosine to the original ~0.96.
+NOISE = 0.015
+INSERT_BATCH = 1000
+INGEST_BATCH = 100  # documents per alternation of pipeline ingest and raw embedding
+WARMUP_QUERIES = 10
+
+
+@dataclass(frozen=True)
+class Chunk:
+    doc_id: str
+    text: str
+    metadata: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Sizes and counts of one run (towns: ingested, ~3 chunks each; questions: subgraph)."""
+
+    towns: int
+    queries: int
+    chunk_sizes: list[int]
+    triple_sizes: list[int]
+    questions: int
+    entry_sizes: list[int]
+    detection_rounds: int
+
+
+def plan(quick: bool) -> Plan:
+    if quick:
+        return Plan(
+            towns=60,
+            queries=50,
+            chunk_sizes=[1_000, 10_000],
+            triple_sizes=[1_000, 10_000],
+            questions=50,
+            entry_sizes=[100, 1_000],
+            detection_rounds=5,
+        )
+    return Plan(
+        towns=200,
+        queries=200,
+        chunk_sizes=[1_000, 10_000, 50_000],
+        triple_sizes=[1_000, 10_000, 50_000],
+        questions=200,
+        entry_sizes=[100, 1_000, 10_000],
+        detection_rounds=9,
+    )
+
+
+def run_scale(quick: bool, work: Path, log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Run the scale section; ``work`` is the caller's folder for all temporary state."""
+    p = plan(quick)
+    work.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+
+    def step(message: str) -> None:
+        log(f"scale [{time.perf_counter() - started:5.1f} s] {message}")
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore", message="Local mode is not recommended", category=UserWarning
+        )
+        embedder = shared_embedder()
+        ingest, chunks, vectors = measure_ingest(p.towns, work / "ingest", embedder)
+        step(
+            f"ingest: {ingest['chunks']} chunks, {ingest['ingest_chunks_per_s']:.0f}/s"
+            f" vs raw {ingest['raw_chunks_per_s']:.0f}/s"
+        )
+        retrieval = measure_retrieval(p, work / "retrieval", embedder, chunks, vectors, step)
+        subgraph = []
+        for size in p.triple_sizes:
+            r = kg_subgraph.bench(size, p.questions, None)  # None: the selector's min_score
+            subgraph.append(
+                {
+                    "triples": int(r["triples"]),
+                    "p50_ms": round(r["p50_ms"], 3),
+                    "p99_ms": round(r["p99_ms"], 3),
+                    "questions": p.questions,
+                }
+            )
+            step(f"subgraph: {size} triples, p50 {r['p50_ms']:.2f} ms")
+        detection = []
+        rng = np.random.default_rng(3)  # as detection_scaling.main: one generator for all sizes
+        for n in p.entry_sizes:
+            cold, warm = measure_detection(n, p.detection_rounds, work / f"detect-{n}", rng)
+            detection.append({"entries": n, "cold_p50_ms": cold, "warm_p50_ms": warm})
+            step(f"detection: {n} entries, cold {cold:.1f} ms, warm {warm:.2f} ms")
+    return {"ingest": ingest, "retrieval": retrieval, "subgraph": subgraph, "detection": detection}
+
+
+def measure_ingest(
+    town_count: int, folder: Path, embedder: Embedder
+) -> tuple[dict[str, Any], list[Chunk], np.ndarray]:
+    """Chunks/s through ``KnowledgeBase.upsert`` (split, embed, Qdrant, docstore) and of the
+    embedding model alone on the same chunk texts; also returns the chunks and embeddings."""
+    docs = [DocumentIn.model_validate(d) for t in towns(town_count) for d in t.documents()]
+    embedder.embed_texts(["warm the model up"])
+    client = QdrantClient(path=str(folder / "qdrant"))
+    chunks: list[Chunk] = []
+    parts: list[np.ndarray] = []
+    ingest_s = raw_s = 0.0
+    try:
+        kb = KnowledgeBase(folder, client, embedder)
+        # Alternate the two in batches, so a slower minute of a shared machine weighs
+        # on both sides alike.
+        for i in range(0, len(docs), INGEST_BATCH):
+            batch = docs[i : i + INGEST_BATCH]
+            t0 = time.perf_counter()
+            kb.upsert(batch)
+            ingest_s += time.perf_counter() - t0
+            new = [
+                Chunk(d.id, text, dict(d.metadata))
+                for d in batch
+                for _, text in kb.chunk_texts(d.id)
+            ]
+            t0 = time.perf_counter()
+            parts.append(embedder.embed_texts([c.text for c in new]))
+            raw_s += time.perf_counter() - t0
+            chunks.extend(new)
+    finally:
+        client.close()
+    vectors = np.concatenate(parts)
+    ingest, raw = len(chunks) / ingest_s, len(chunks) / raw_s
+    result = {
+        "chunks": len(chunks),
+        "documents": len(docs),
+        "ingest_chunks_per_s": round(ingest, 1),
+        "raw_chunks_per_s": round(raw, 1),
+        "ratio": round(ingest / raw, 3),
+    }
+    return result, chunks, vectors
+
+
+def measure_retrieval(
+    p: Plan,
+    folder: Path,
+    embedder: Embedder,
+    chunks: list[Chunk],
+    vectors: np.ndarray,
+    step: Callable[[str], None],
+) -> list[dict[str, Any]]:
+    """``kb.retrieve`` latency as one collection grows through ``p.chunk_sizes``."""
+    questions = [(t.name.lower(), q) for t in towns(p.towns) for q in t.questions()]
+    questions = random.Random(5).sample(questions, min(p.queries, len(questions)))
+    queries = embedder.embed_texts([q for _, q in questions])
+    rng = np.random.default_rng(17)
+    client = QdrantClient(":memory:")
+    kb = KnowledgeBase(folder, client, embedder)
+    results = []
+    try:
+        filled = 0
+        for size in p.chunk_sizes:
+            t0 = time.perf_counter()
+            while filled < size:
+                count = min(INSERT_BATCH, size - filled)
+                kb._vectors.add(copies(chunks, vectors, filled, count, rng))
+                filled += count
+            insert_s = time.perf_counter() - t0
+            for query in queries[:WARMUP_QUERIES]:
+                kb.retrieve(query, top_k=3)
+            latencies = []
+            hits = 0
+            for (town, _), query in zip(questions, queries, strict=True):
+                t0 = time.perf_counter()
+                passages = kb.retrieve(query, top_k=3)
+                latencies.append((time.perf_counter() - t0) * 1000)
+                # Proper passages, and the question's own town on top (a copy counts).
+                assert len(passages) == 3 and all(x.text for x in passages), passages
+                hits += passages[0].doc_id.startswith(f"{town}-")
+            results.append(
+                {
+                    "chunks": kb.count_chunks(),
+                    "p50_ms": round(statistics.median(latencies), 3),
+                    "p95_ms": round(percentile(latencies, 95), 3),
+                    "queries": len(latencies),
+                }
+            )
+            step(
+                f"retrieval: {size} chunks (+{insert_s:.1f} s to insert),"
+                f" p50 {statistics.median(latencies):.1f} ms, top-1 own town {hits}/{len(queries)}"
+            )
+    finally:
+        client.close()
+    return results
+
+
+def copies(
+    chunks: list[Chunk], vectors: np.ndarray, start: int, count: int, rng: np.random.Generator
+) -> list[BaseNode]:
+    """Points ``start``..``start+count``: the real chunks first, then noisy copies of them.
+
+    Copy ``k`` of a chunk belongs to document ``<doc_id>~<k>``; like rag/ingest.py, each node
+    has a SOURCE relationship to its document, so passages come back with their doc_id.
+    """
+    index = np.arange(start, start + count)
+    base, copy = index % len(chunks), index // len(chunks)
+    embeddings = vectors[base] + NOISE * (copy > 0)[:, None] * rng.standard_normal(
+        (count, vectors.shape[1]), dtype=np.float32
+    )
+    embeddings /= np.linalg.norm(embeddings, axis=1, keepdims=True)
+    nodes: list[BaseNode] = []
+    for b, k, embedding in zip(base, copy, embeddings, strict=True):
+        chunk = chunks[int(b)]
+        doc_id = chunk.doc_id if k == 0 else f"{chunk.doc_id}~{k}"
+        node = TextNode(
+            text=chunk.text, embedding=embedding.tolist(), metadata=dict(chunk.metadata)
+        )
+        node.relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=doc_id)
+        nodes.append(node)
+    return nodes
+
+
+def measure_detection(
+    n: int, rounds: int, folder: Path, rng: np.random.Generator
+) -> tuple[float, float]:
+    """detection_scaling.main's measurement for one size: (cold p50 ms, warm p50 ms)."""
+    detector = ChangeDetector()
+    store = WarmupStore(folder / "warmup.sqlite3")
+    try:
+        build_registry(store, n, rng)
+        change = ChangeSet(
+            updated=["d7"],
+            removed_chunk_ids=["c7-0", "c7-1"],
+            added_chunks=[
+                ChunkRecord(doc_id="d7", chunk_id=f"new{j}", embedding=v.tolist())
+                for j, v in enumerate(unit(rng, 2))
+            ],
+            kb_version=2,
+        )
+        cold: list[float] = []
+        warm: list[float] = []
+        for _ in range(rounds):
+            store.assign("question 0", "fp000000", 0.45)  # drops the cached matrix
+            store.retire("absent")  # ... and the cached entry index
+            for timings in (cold, warm):  # caches rebuilt, then reused
+                t0 = time.perf_counter()
+                detector.detect(store.entry_index(), store.query_matrix(), [change])
+                timings.append((time.perf_counter() - t0) * 1000)
+    finally:
+        store.close()
+    return round(percentile(cold, 50), 3), round(percentile(warm, 50), 3)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, under a minute")
+    args = parser.parse_args()
+    with bench_dir() as folder:
+        result = run_scale(args.quick, folder, log=lambda line: print(line, file=sys.stderr))
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

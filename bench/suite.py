@@ -1,0 +1,197 @@
+"""The whole benchmark suite: ``make bench`` (full, under an hour here) or
+``make bench BENCH_ARGS=--quick`` (a few minutes).
+
+Order: scale (no vLLM running), then on one vLLM with prefix caching the floor and
+strategies 1-5, then strategy 0 on a vLLM without prefix caching, then the pressure
+runs on a vLLM with a 1 GiB KV cache. Every vLLM is a child started here, one at a
+time; ``--vllm-url`` points the main runs at another vLLM instead (it needs
+``VLLM_SERVER_DEV_MODE=1``), and the runs that need their own vLLM are then skipped
+unless ``--vllm-url-no-cache`` / ``--vllm-url-small`` name one.
+
+Results go to ``bench/results/<timestamp>/``: results.json, report.md, PNG plots.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shlex
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench.harness import REPO, bench_dir, vllm
+from bench.report import write_report
+from bench.scale import run_scale
+from bench.scenarios import ScenarioConfig, build_template, measure_floor, run_strategy
+from bench.strategies import OURS, PLAIN, STRATEGIES, Strategy
+from bench.workload import Workload, WorkloadSpec
+
+PRESSURE_KV_GIB = 1
+# The seed's tiers give no warm budget below 4 GiB; the pressure run sets the 4-16 GiB
+# share explicitly so the planner has something to choose.
+PRESSURE_BUDGET_SHARE = 0.3
+PRESSURE_ZIPF_S = 0.9
+
+
+def log(message: str) -> None:
+    print(f"[{datetime.now():%H:%M:%S}] {message}", flush=True)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small workload, a few minutes")
+    parser.add_argument("--out", type=Path, default=REPO / "bench" / "results")
+    parser.add_argument("--vllm-url", help="main vLLM (prefix caching on, dev mode)")
+    parser.add_argument("--vllm-url-no-cache", help="vLLM with prefix caching off (strategy 0)")
+    parser.add_argument("--vllm-url-small", help=f"vLLM with a {PRESSURE_KV_GIB} GiB KV cache")
+    parser.add_argument("--kv-cache-gib", type=int, default=4, help="main vLLM's KV cache")
+    parser.add_argument(
+        "--enforce-eager",
+        action="store_true",
+        help="vLLM children skip compilation (default with --quick): faster start, slower TTFT",
+    )
+    parser.add_argument(
+        "--only", default="scale,main,no-cache,pressure", help="comma-separated sections to run"
+    )
+    return parser.parse_args(argv)
+
+
+@contextmanager
+def vllm_for(url: str | None, eager: bool, **kwargs: Any) -> Iterator[str]:
+    if url:
+        yield url
+    else:
+        with vllm(enforce_eager=eager, log=log, **kwargs) as started:
+            yield started
+
+
+def run(args: argparse.Namespace) -> Path:
+    spec = WorkloadSpec.quick() if args.quick else WorkloadSpec.full()
+    config = ScenarioConfig.quick() if args.quick else ScenarioConfig()
+    eager = args.enforce_eager or args.quick
+    sections = set(args.only.split(","))
+    workload = Workload(spec)
+    started = time.perf_counter()
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    results: dict[str, Any] = {
+        "meta": {
+            "started": stamp,
+            "quick": args.quick,
+            "command": "make bench" + (" BENCH_ARGS=--quick" if args.quick else ""),
+            "argv": shlex.join(sys.argv[1:]),
+            "machine": f"{platform.machine()}, {os.cpu_count()} cores, no GPU, vLLM-CPU"
+            + (" (eager)" if eager else " (compiled)"),
+            "corpus": f"{len(workload.towns) * 3} documents, {len(workload.questions)} distinct "
+            f"questions, {spec.steady_requests} steady + {spec.restart_requests} "
+            f"after-restart requests, Zipf s={spec.zipf_s}",
+            "workload": asdict(spec),
+            "scenarios": asdict(config),
+        },
+        "strategies": {},
+    }
+    log(f"workload: {results['meta']['corpus']}")
+    with bench_dir() as work:
+        template = work / "corpus"
+        if "scale" in sections:
+            log("scale: ingest, retrieval, subgraph, detection")
+            results["scale"] = run_scale(args.quick, work / "scale", log=log)
+        main = [s for s in STRATEGIES if s.prefix_caching]
+        if "main" in sections:
+            with vllm_for(args.vllm_url, eager, kv_cache_gib=args.kv_cache_gib) as url:
+                log("floor: questions with no context")
+                results["floor"] = measure_floor(url, workload, config)
+                results["corpus_ingest"] = build_template(url, template, workload, log)
+                for strategy in main:
+                    log(f"strategy {strategy.label}")
+                    results["strategies"][strategy.slug] = run_strategy(
+                        strategy, url, work, workload, config, log, template=template
+                    )
+        no_cache = [s for s in STRATEGIES if not s.prefix_caching]
+        if "no-cache" in sections:
+            if args.vllm_url and not args.vllm_url_no_cache:
+                log("strategy 0 skipped: no --vllm-url-no-cache")
+            else:
+                with vllm_for(
+                    args.vllm_url_no_cache,
+                    eager,
+                    kv_cache_gib=args.kv_cache_gib,
+                    prefix_caching=False,
+                ) as url:
+                    for strategy in no_cache:
+                        log(f"strategy {strategy.label}")
+                        results["strategies"][strategy.slug] = run_strategy(
+                            strategy,
+                            url,
+                            work,
+                            workload,
+                            config,
+                            log,
+                            template=template if template.exists() else None,
+                            change=False,
+                        )
+        results["strategies"] = dict(sorted(results["strategies"].items()))
+        if "pressure" in sections:
+            results["pressure"] = run_pressure(args, eager, workload, config, work)
+    results["meta"]["duration_s"] = round(time.perf_counter() - started, 1)
+    out = args.out / stamp
+    for path in write_report(results, out):
+        log(f"wrote {path.relative_to(REPO) if path.is_relative_to(REPO) else path}")
+    return out
+
+
+def run_pressure(
+    args: argparse.Namespace,
+    eager: bool,
+    workload: Workload,
+    config: ScenarioConfig,
+    work: Path,
+) -> dict[str, Any]:
+    if args.vllm_url and not args.vllm_url_small:
+        return {"skipped": "no --vllm-url-small"}
+    # A flatter stream over more towns than the main runs, all of them asked about, so
+    # the contexts asked exceed the cache; only those towns are ingested.
+    towns = 45 if args.quick else 300
+    small = Workload(
+        replace(workload.spec, towns=towns, question_towns=towns, zipf_s=PRESSURE_ZIPF_S)
+    )
+    ours = Strategy(
+        OURS.number,
+        OURS.name,
+        {**OURS.settings, "warmup_budget_share": PRESSURE_BUDGET_SHARE},
+    )
+    result: dict[str, Any] = {
+        "kv_cache_gib": PRESSURE_KV_GIB,
+        "budget_share": PRESSURE_BUDGET_SHARE,
+        "strategies": {},
+    }
+    with vllm_for(args.vllm_url_small, eager, kv_cache_gib=PRESSURE_KV_GIB) as url:
+        for strategy in (PLAIN, ours):
+            log(f"pressure: strategy {strategy.label}")
+            result["strategies"][strategy.slug] = run_strategy(
+                strategy, url, work / "pressure", small, config, log, restart=False, change=False
+            )
+    steady = result["strategies"][ours.slug]["steady"]["after_stream"]
+    result["description"] = (
+        f"vLLM with a {PRESSURE_KV_GIB} GiB KV cache ({steady['kv_capacity_tokens']} tokens) "
+        f"serving {len(small.questions)} questions about {len(small.towns)} towns (Zipf "
+        f"s={PRESSURE_ZIPF_S}, {len(small.steady)} requests); strategy 4 "
+        f"with a warm budget of {PRESSURE_BUDGET_SHARE:.0%} set explicitly (the seed's tiers "
+        "give none below 4 GiB). Plain LRU (strategy 1) against the planner plus LRU."
+    )
+    return result
+
+
+def main(argv: list[str] | None = None) -> None:
+    out = run(parse_args(argv))
+    print(f"\nreport: {out / 'report.md'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,130 @@
+"""The report writer: targets judged from the numbers, tables and plots written.
+The results here are made up; the writer is what is under test, not the timings."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from bench.measure import HIT_MAX_UNCACHED, RequestRecord, percentile, summarize
+from bench.report import evaluate_targets, rolling_hit_share, write_report
+
+
+def record(ttft: float, hit: bool, t: float = 0.0, first: bool = False) -> dict[str, Any]:
+    cached = 384 if hit else 0
+    return RequestRecord("q?", t, ttft, 20.0, 420, cached, first).to_json()
+
+
+def section(ttfts: list[float], hits: list[bool]) -> dict[str, Any]:
+    records = [record(t, h, i * 0.1) for i, (t, h) in enumerate(zip(ttfts, hits, strict=True))]
+    return {
+        "summary": summarize([RequestRecord.from_json(r) for r in records]),
+        "requests": records,
+    }
+
+
+def strategy(number: int, steady_ms: float, restart_ms: float, hits: bool) -> dict[str, Any]:
+    steady = section([steady_ms] * 20, [hits] * 20)
+    state = {"warm_prefill_tokens": 100 * number, "kv_usage": 0.01, "warm_tokens": 0,
+             "warm_entries": 5 if hits else 0}  # fmt: skip
+    steady.update(first_sight=steady["summary"], after_stream=state)
+    restart = section([restart_ms] * 10, [hits] * 10)
+    restart.update(ready_s=1.0, state=state)
+    change = [
+        {**section([], []), "k": 0, "label": "unrelated", "entries_affected_truth": 3,
+         "entries_detected": 0, "entries_rewarmed": 0, "rewarm_prefill_tokens": 0,
+         "predicted_prefill_tokens": 50, "detection_ms": 1.0},
+        {**section([restart_ms] * 4, [hits] * 4), "k": 1, "label": "1 changed",
+         "entries_affected_truth": 1, "entries_detected": 1, "entries_rewarmed": 1,
+         "rewarm_prefill_tokens": 400, "predicted_prefill_tokens": 0, "detection_ms": 1.0},
+    ]  # fmt: skip
+    return {"strategy": f"{number}. s", "number": number, "steady": steady,
+            "restart": restart, "change": change}  # fmt: skip
+
+
+def results(ours_restart_ms: float = 100.0) -> dict[str, Any]:
+    return {
+        "meta": {"started": "t", "quick": True, "duration_s": 60, "machine": "m", "corpus": "c"},
+        "floor": {"n": 3, "ttft_ms": [80.0, 90.0, 100.0]},
+        "strategies": {
+            "s1": strategy(1, 300.0, 600.0, hits=False),
+            "s3": strategy(3, 250.0, 500.0, hits=False),
+            "s4": strategy(4, 120.0, ours_restart_ms, hits=True),
+        },
+        "scale": {
+            "ingest": {
+                "chunks": 10,
+                "documents": 10,
+                "ingest_chunks_per_s": 45.0,
+                "raw_chunks_per_s": 50.0,
+                "ratio": 0.9,
+            },
+            "retrieval": [{"chunks": 1000, "p50_ms": 2.0, "p95_ms": 3.0, "queries": 5}],
+            "subgraph": [{"triples": 1000, "p50_ms": 1.0, "p99_ms": 2.0, "questions": 5}],
+            "detection": [{"entries": 100, "cold_p50_ms": 1.0, "warm_p50_ms": 0.1}],
+        },
+        "pressure": {"skipped": "not in this test"},
+    }
+
+
+def by_name(data: dict[str, Any]) -> dict[str, Any]:
+    return {t.name: t for t in evaluate_targets(data)}
+
+
+def test_targets_met() -> None:
+    targets = by_name(results(ours_restart_ms=100.0))
+    assert targets["restart: TTFT p50 vs strategy 1"].met is True  # 600 / 100 = 6x
+    assert targets["restart: share of the first requests on a warm prefix"].met is True
+    assert targets["change: requests to changed contexts on a re-warmed prefix"].met is True
+    assert targets["steady state: TTFT p50"].met is True
+    assert targets["warm TTFT p50 / floor p50"].met is True  # 120 / 90
+    assert targets["unrelated ingest: re-warm prefill tokens"].met is True
+    assert targets["ingest throughput / raw embedding throughput"].met is True
+    assert targets["1-document change: prefills only for affected entries"].met is True
+
+
+def test_missed_targets_say_why() -> None:
+    data = results(ours_restart_ms=200.0)  # 3x only
+    data["strategies"]["s4"]["steady"] = strategy(4, 400.0, 200.0, hits=True)["steady"]
+    data["strategies"]["s4"]["change"][0]["rewarm_prefill_tokens"] = 12
+    targets = by_name(data)
+    restart = targets["restart: TTFT p50 vs strategy 1"]
+    assert restart.met is False and "floor" in restart.why and "3.00x" in restart.measured
+    steady = targets["steady state: TTFT p50"]
+    assert steady.met is False and "s1" in steady.why and "s3" in steady.why
+    assert targets["warm TTFT p50 / floor p50"].met is False
+    assert targets["unrelated ingest: re-warm prefill tokens"].met is False
+
+
+def test_missing_strategies_are_reported_not_guessed() -> None:
+    data = results()
+    del data["strategies"]["s1"]
+    [only] = evaluate_targets(data)
+    assert only.met is None
+
+
+def test_write_report_writes_json_markdown_and_plots(tmp_path: Path) -> None:
+    paths = write_report(results(), tmp_path / "run")
+    names = sorted(p.name for p in paths)
+    assert names == sorted(
+        ["results.json", "report.md", "ttft_steady.png", "hit_rate_over_time.png",
+         "ttft_after_change.png"]
+    )  # fmt: skip
+    for png in (p for p in paths if p.suffix == ".png"):
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+    saved = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert {t["name"] for t in saved["targets"]} == set(by_name(results()))
+    markdown = (tmp_path / "run" / "report.md").read_text()
+    assert "## Targets" in markdown and "| 4. s | 120 |" in markdown
+    assert "Skipped: not in this test" in markdown
+    assert "![TTFT per strategy](ttft_steady.png)" in markdown
+
+
+def test_hit_definition_and_statistics() -> None:
+    assert RequestRecord("q", 0, 1, 1, 500, 500 - HIT_MAX_UNCACHED + 1).hit
+    assert not RequestRecord("q", 0, 1, 1, 500, 500 - HIT_MAX_UNCACHED).hit
+    assert percentile([1, 2, 3, 4], 50) == 2 and percentile([1, 2, 3, 4], 99) == 4
+    assert rolling_hit_share([RequestRecord("q", 0, 1, 1, 400, c) for c in (384, 0, 384)], 2) == [
+        1.0, 0.5, 0.5,
+    ]  # fmt: skip
