@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -28,10 +29,12 @@ class ChatObserver(Protocol):
 class ChatActivity:
     """Counts chats in flight, so background prefills can yield to them."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._active = 0
         self._idle = asyncio.Event()
         self._idle.set()
+        self._clock = clock
+        self._last_exit = -math.inf
 
     @property
     def active(self) -> int:
@@ -43,16 +46,27 @@ class ChatActivity:
 
     def exit(self) -> None:
         self._active -= 1
+        self._last_exit = self._clock()
         if self._active == 0:
             self._idle.set()
 
-    async def wait_idle(self, timeout_s: float) -> bool:
-        """Wait until no chat is running (at most ``timeout_s``); True if idle."""
-        try:
-            await asyncio.wait_for(self._idle.wait(), timeout_s)
-        except TimeoutError:
-            return False
-        return True
+    async def wait_idle(self, timeout_s: float, quiet_s: float = 0.0) -> bool:
+        """Wait until no chat is running and none ended in the last ``quiet_s`` (a
+        back-to-back client sends its next chat within milliseconds); at most
+        ``timeout_s``. True if the quiet came."""
+        deadline = self._clock() + timeout_s
+        while True:
+            remaining = deadline - self._clock()
+            if remaining <= 0:
+                return False
+            try:
+                await asyncio.wait_for(self._idle.wait(), remaining)
+            except TimeoutError:
+                return False
+            calm = self._clock() - self._last_exit
+            if calm >= quiet_s:
+                return True
+            await asyncio.sleep(min(quiet_s - calm, max(0.0, deadline - self._clock())))
 
 
 @dataclass(frozen=True)
