@@ -245,7 +245,8 @@ def render_markdown(results: dict[str, Any], targets: Sequence[Target]) -> str:
     lines = [
         "# warmrag benchmark report",
         "",
-        f"Run {meta.get('started', '?')} ({'quick' if meta.get('quick') else 'full'}), "
+        f"Run {meta.get('started', '?')} ({'quick' if meta.get('quick') else 'full'}"
+        f"{', interrupted: partial results' if meta.get('interrupted') else ''}), "
         f"{meta.get('duration_s', 0) / 60:.1f} min on {meta.get('machine', '?')}.",
         f"Workload: {meta.get('corpus', '?')}. Command: `{meta.get('command', 'make bench')}`.",
         "",

@@ -72,11 +72,62 @@ def vllm_for(url: str | None, eager: bool, **kwargs: Any) -> Iterator[str]:
             yield started
 
 
+def run_sections(
+    args: argparse.Namespace,
+    results: dict[str, Any],
+    workload: Workload,
+    config: ScenarioConfig,
+    work: Path,
+) -> None:
+    """Fill ``results`` section by section (a section's entry appears once it is done)."""
+    eager = args.enforce_eager or args.quick
+    sections = set(args.only.split(","))
+    template = work / "corpus"
+    if "scale" in sections:
+        log("scale: ingest, retrieval, subgraph, detection")
+        results["scale"] = run_scale(args.quick, work / "scale", log=log)
+    main = [s for s in STRATEGIES if s.prefix_caching]
+    if "main" in sections:
+        with vllm_for(args.vllm_url, eager, kv_cache_gib=args.kv_cache_gib) as url:
+            log("floor: questions with no context")
+            results["floor"] = measure_floor(url, workload, config)
+            results["corpus_ingest"] = build_template(url, template, workload, log)
+            for strategy in main:
+                log(f"strategy {strategy.label}")
+                results["strategies"][strategy.slug] = run_strategy(
+                    strategy, url, work, workload, config, log, template=template
+                )
+    no_cache = [s for s in STRATEGIES if not s.prefix_caching]
+    if "no-cache" in sections:
+        if args.vllm_url and not args.vllm_url_no_cache:
+            log("strategy 0 skipped: no --vllm-url-no-cache")
+        else:
+            with vllm_for(
+                args.vllm_url_no_cache,
+                eager,
+                kv_cache_gib=args.kv_cache_gib,
+                prefix_caching=False,
+            ) as url:
+                for strategy in no_cache:
+                    log(f"strategy {strategy.label}")
+                    results["strategies"][strategy.slug] = run_strategy(
+                        strategy,
+                        url,
+                        work,
+                        workload,
+                        config,
+                        log,
+                        template=template if template.exists() else None,
+                        change=False,
+                    )
+    if "pressure" in sections:
+        results["pressure"] = run_pressure(args, eager, workload, config, work)
+
+
 def run(args: argparse.Namespace) -> Path:
     spec = WorkloadSpec.quick() if args.quick else WorkloadSpec.full()
     config = ScenarioConfig.quick() if args.quick else ScenarioConfig()
     eager = args.enforce_eager or args.quick
-    sections = set(args.only.split(","))
     workload = Workload(spec)
     started = time.perf_counter()
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
@@ -97,48 +148,13 @@ def run(args: argparse.Namespace) -> Path:
         "strategies": {},
     }
     log(f"workload: {results['meta']['corpus']}")
-    with bench_dir() as work:
-        template = work / "corpus"
-        if "scale" in sections:
-            log("scale: ingest, retrieval, subgraph, detection")
-            results["scale"] = run_scale(args.quick, work / "scale", log=log)
-        main = [s for s in STRATEGIES if s.prefix_caching]
-        if "main" in sections:
-            with vllm_for(args.vllm_url, eager, kv_cache_gib=args.kv_cache_gib) as url:
-                log("floor: questions with no context")
-                results["floor"] = measure_floor(url, workload, config)
-                results["corpus_ingest"] = build_template(url, template, workload, log)
-                for strategy in main:
-                    log(f"strategy {strategy.label}")
-                    results["strategies"][strategy.slug] = run_strategy(
-                        strategy, url, work, workload, config, log, template=template
-                    )
-        no_cache = [s for s in STRATEGIES if not s.prefix_caching]
-        if "no-cache" in sections:
-            if args.vllm_url and not args.vllm_url_no_cache:
-                log("strategy 0 skipped: no --vllm-url-no-cache")
-            else:
-                with vllm_for(
-                    args.vllm_url_no_cache,
-                    eager,
-                    kv_cache_gib=args.kv_cache_gib,
-                    prefix_caching=False,
-                ) as url:
-                    for strategy in no_cache:
-                        log(f"strategy {strategy.label}")
-                        results["strategies"][strategy.slug] = run_strategy(
-                            strategy,
-                            url,
-                            work,
-                            workload,
-                            config,
-                            log,
-                            template=template if template.exists() else None,
-                            change=False,
-                        )
-        results["strategies"] = dict(sorted(results["strategies"].items()))
-        if "pressure" in sections:
-            results["pressure"] = run_pressure(args, eager, workload, config, work)
+    try:
+        with bench_dir() as work:
+            run_sections(args, results, workload, config, work)
+    except KeyboardInterrupt:
+        results["meta"]["interrupted"] = True
+        log("interrupted: writing the report of what was measured so far")
+    results["strategies"] = dict(sorted(results["strategies"].items()))
     results["meta"]["duration_s"] = round(time.perf_counter() - started, 1)
     out = args.out / stamp
     for path in write_report(results, out):

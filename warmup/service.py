@@ -110,6 +110,7 @@ class WarmupService:
         self._debounce: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[object]] = set()
         self._evicted: set[str] = set()
+        self._started_at = 0.0
 
     # ----- start-up ------------------------------------------------------------------
 
@@ -140,7 +141,7 @@ class WarmupService:
         the others that fit the budget follow in the background, behind chats."""
         async with self._lock:
             report = self._begin("restore")
-            now = self.clock()
+            now = self._started_at = self.clock()
             entries = sorted(self.store.entries(), key=lambda e: -self._heat(e, now))
             room = self._budget().max_tokens
             keep: list[WarmEntry] = []
@@ -162,11 +163,19 @@ class WarmupService:
             return self._finish(report)
 
     async def _restore_later(self, fingerprints: Sequence[str]) -> CycleReport:
-        async with self._lock:
-            report = self._begin("restore_background")
-            entries = [e for fp in fingerprints if (e := self.store.entry(fp)) is not None]
-            await self._prefill_steps(entries, RewarmReason.STARTUP, report)
-            return self._finish(report)
+        """One entry per turn of the lock: change detection and the jobs, which may be
+        more urgent, get in between."""
+        report = self._begin("restore_background")
+        for fingerprint in fingerprints:
+            async with self._lock:
+                entry = self.store.entry(fingerprint)
+                if entry is None or entry.warmed_at > self._started_at:
+                    continue  # retired, or warmed again meanwhile
+                await self._prefill_entry(entry, RewarmReason.STARTUP, report)
+                if await self._kv_full():
+                    report.stopped_by_kv_usage = True
+                    break
+        return self._finish(report)
 
     async def _prefill_steps(
         self, entries: list[WarmEntry], reason: RewarmReason, report: CycleReport
@@ -409,11 +418,21 @@ class WarmupService:
         prefixes: dict[str, PromptPrefix] = {}
         # One read of the registry, not one per logged query: this runs on the event loop.
         registered = set(self.store.entry_index().chunk_ids)
+        budget = self._budget()
+        incumbents = [
+            Incumbent(e.fingerprint, self._heat(e, now), e.prefix_tokens)
+            for e in self.store.entries()
+        ]
+        # With the budget (nearly) full, a query no hotter than the coldest warm entry
+        # cannot displace anything: skip its retrieval (thousands of predicted questions
+        # would otherwise be re-retrieved every cycle, next to the chats).
+        full = budget.max_tokens - self.store.warm_tokens() < budget.per_entry_max_tokens
+        coldest = min((i.heat for i in incumbents), default=0.0) if full else -1.0
         for query in self.store.queries():
             if query.fingerprint in registered or (only is not None and query.key not in only):
                 continue
             heat = self._query_heat(query, now)
-            if heat < self.config.hot_min_count:
+            if heat < self.config.hot_min_count or heat <= coldest:
                 continue
             found = await self._retrieve_stored(query.key)
             if found is None:
@@ -433,11 +452,6 @@ class WarmupService:
                 est_tokens=estimate_tokens(prefixes[fp]),
             )
             for fp, members in groups.items()
-        ]
-        budget = self._budget()
-        incumbents = [
-            Incumbent(e.fingerprint, self._heat(e, now), e.prefix_tokens)
-            for e in self.store.entries()
         ]
         plan = self.planner.plan(candidates, budget, self.store.warm_tokens(), incumbents)
         report.skipped_over_budget += plan.skipped_over_budget

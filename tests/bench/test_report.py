@@ -128,3 +128,15 @@ def test_hit_definition_and_statistics() -> None:
     assert rolling_hit_share([RequestRecord("q", 0, 1, 1, 400, c) for c in (384, 0, 384)], 2) == [
         1.0, 0.5, 0.5,
     ]  # fmt: skip
+
+
+def test_an_interrupted_run_still_gets_a_report(tmp_path: Path) -> None:
+    data = {
+        "meta": {"started": "t", "quick": False, "interrupted": True, "duration_s": 5},
+        "strategies": {"s1": strategy(1, 300.0, 600.0, hits=False)},
+    }
+    paths = write_report(data, tmp_path)
+    markdown = (tmp_path / "report.md").read_text()
+    assert "interrupted: partial results" in markdown
+    assert "Skipped: not run" in markdown  # scale
+    assert len(paths) == 5
