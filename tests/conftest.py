@@ -7,6 +7,11 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# As the Makefile does, for runs without make: torch's cache folder in data/, not /tmp.
+os.environ.setdefault(
+    "TORCHINDUCTOR_CACHE_DIR",
+    os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "cache"),
+)
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
