@@ -12,7 +12,6 @@ warm: cached since the last registry change), then ``ChangeDetector.detect``.
 from __future__ import annotations
 
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -20,7 +19,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.harness import REPO
+from bench.harness import bench_dir
 from bench.measure import percentile
 from rag.models import ChangeSet, ChunkRecord
 from warmup.detector import ChangeDetector
@@ -58,36 +57,47 @@ def build(store: WarmupStore, n: int, rng: np.random.Generator) -> None:
         store.assign(key, fp, 0.45)
 
 
+def measure(
+    n: int, rounds: int, folder: Path, rng: np.random.Generator
+) -> tuple[list[float], list[float], int]:
+    """Detection of a one-document change against ``n`` entries, ``rounds`` times with
+    caches rebuilt and reused: (cold ms, warm ms, entries affected)."""
+    detector = ChangeDetector()
+    store = WarmupStore(folder / "warmup.sqlite3")
+    try:
+        build(store, n, rng)
+        change = ChangeSet(
+            updated=["d7"],
+            removed_chunk_ids=["c7-0", "c7-1"],
+            added_chunks=[
+                ChunkRecord(doc_id="d7", chunk_id=f"new{j}", embedding=v.tolist())
+                for j, v in enumerate(unit(rng, 2))
+            ],
+            kb_version=2,
+        )
+        cold: list[float] = []
+        warm: list[float] = []
+        affected = 0
+        for _ in range(rounds):
+            store.assign("question 0", "fp000000", 0.45)  # drops the cached matrix
+            store.retire("absent")  # ... and the cached entry index
+            for timings in (cold, warm):  # caches rebuilt, then reused
+                started = time.perf_counter()
+                result = detector.detect(store.entry_index(), store.query_matrix(), [change])
+                timings.append((time.perf_counter() - started) * 1000)
+            affected = len(result.affected)
+    finally:
+        store.close()
+    return cold, warm, affected
+
+
 def main() -> None:
     rng = np.random.default_rng(3)
-    detector = ChangeDetector()
     print("            cold caches (ms)    warm caches (ms)")
     print("entries     p50        p99        p50        p99    affected")
     for n in (100, 1_000, 10_000):
-        with tempfile.TemporaryDirectory(dir=REPO / "data", prefix="bench-") as folder:
-            store = WarmupStore(Path(folder) / "warmup.sqlite3")
-            build(store, n, rng)
-            change = ChangeSet(
-                updated=["d7"],
-                removed_chunk_ids=["c7-0", "c7-1"],
-                added_chunks=[
-                    ChunkRecord(doc_id="d7", chunk_id=f"new{j}", embedding=v.tolist())
-                    for j, v in enumerate(unit(rng, 2))
-                ],
-                kb_version=2,
-            )
-            cold: list[float] = []
-            warm: list[float] = []
-            affected = 0
-            for _ in range(15):
-                store.assign("question 0", "fp000000", 0.45)  # drops the cached matrix
-                store.retire("absent")  # ... and the cached entry index
-                for timings in (cold, warm):  # caches rebuilt, then reused
-                    started = time.perf_counter()
-                    result = detector.detect(store.entry_index(), store.query_matrix(), [change])
-                    timings.append((time.perf_counter() - started) * 1000)
-                affected = len(result.affected)
-            store.close()
+        with bench_dir() as folder:
+            cold, warm, affected = measure(n, 15, folder, rng)
         print(
             f"{n:7d} {percentile(cold, 50):10.1f} {percentile(cold, 99):10.1f}"
             f" {percentile(warm, 50):10.2f} {percentile(warm, 99):10.2f} {affected:9d}"

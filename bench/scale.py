@@ -36,17 +36,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from llama_index.core.schema import BaseNode, NodeRelationship, RelatedNodeInfo, TextNode
 from qdrant_client import QdrantClient
 
-from bench import kg_subgraph
-from bench.detection_scaling import build as build_registry
-from bench.detection_scaling import unit
+from bench import detection_scaling, kg_subgraph
 from bench.harness import bench_dir
 from bench.measure import percentile
 from bench.workload import towns
 from rag.embedding import Embedder, shared_embedder
 from rag.knowledge_base import KnowledgeBase
-from rag.models import ChangeSet, ChunkRecord, DocumentIn
-from warmup.detector import ChangeDetector
-from warmup.store import WarmupStore
+from rag.models import DocumentIn
 
 #: Per-dimension noise on the copies' embeddings: cosine to the original ~0.96.
 NOISE = 0.015
@@ -263,31 +259,8 @@ def copies(
 def measure_detection(
     n: int, rounds: int, folder: Path, rng: np.random.Generator
 ) -> tuple[float, float]:
-    """detection_scaling.main's measurement for one size: (cold p50 ms, warm p50 ms)."""
-    detector = ChangeDetector()
-    store = WarmupStore(folder / "warmup.sqlite3")
-    try:
-        build_registry(store, n, rng)
-        change = ChangeSet(
-            updated=["d7"],
-            removed_chunk_ids=["c7-0", "c7-1"],
-            added_chunks=[
-                ChunkRecord(doc_id="d7", chunk_id=f"new{j}", embedding=v.tolist())
-                for j, v in enumerate(unit(rng, 2))
-            ],
-            kb_version=2,
-        )
-        cold: list[float] = []
-        warm: list[float] = []
-        for _ in range(rounds):
-            store.assign("question 0", "fp000000", 0.45)  # drops the cached matrix
-            store.retire("absent")  # ... and the cached entry index
-            for timings in (cold, warm):  # caches rebuilt, then reused
-                t0 = time.perf_counter()
-                detector.detect(store.entry_index(), store.query_matrix(), [change])
-                timings.append((time.perf_counter() - t0) * 1000)
-    finally:
-        store.close()
+    """detection_scaling's measurement for one size: (cold p50 ms, warm p50 ms)."""
+    cold, warm, _ = detection_scaling.measure(n, rounds, folder, rng)
     return round(percentile(cold, 50), 3), round(percentile(warm, 50), 3)
 
 

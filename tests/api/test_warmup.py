@@ -33,6 +33,7 @@ DOCS = [
     topic("rye-keep", "Rye bread", "Rye bread keeps fresh for a week when wrapped."),
 ]
 ZORN_Q = "What colour is the river Zorn?"
+ZORN_BLUE = topic("zorn", "The river Zorn", "The river Zorn is blue and flows through Kellerby.")
 
 
 def reset_prefix_cache(vllm: VLLMServer) -> None:
@@ -94,9 +95,7 @@ def test_updating_a_passage_rewarms_the_new_prefix(warm_service: Service) -> Non
     seed(warm_service, ZORN_Q)
     old = entry_for(warm_service, "what colour is the river zorn")
     sent = warm_service.registry()["warm_requests_sent"]
-    warm_service.ingest(
-        topic("zorn", "The river Zorn", "The river Zorn is blue and flows through Kellerby.")
-    )
+    warm_service.ingest(ZORN_BLUE)
     report = warm_service.warmup_cycle()[0]
     assert report["kind"] == "kb_change" and report["affected"] >= 1
     new = entry_for(warm_service, "what colour is the river zorn")

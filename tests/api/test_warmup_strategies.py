@@ -7,23 +7,34 @@ import pytest
 from pydantic import ValidationError
 
 from rag.vllm_server import VLLMServer
-from tests.api.test_warmup import DOCS, ZORN_Q, entry_for, reset_prefix_cache, seed, topic
-from tests.conftest import ServiceFactory
+from tests.api.test_warmup import (
+    DOCS,
+    ZORN_BLUE,
+    ZORN_Q,
+    entry_for,
+    reset_prefix_cache,
+    seed,
+)
+from tests.conftest import Service, ServiceFactory
 from warmup.models import SYNTHETIC_QUERIES
+
+
+def seeded(start_service: ServiceFactory, strategy: str) -> Service:
+    """A service with this strategy, the documents ingested and ZORN_Q seeded."""
+    service = start_service(warmup_strategy=strategy)
+    service.ingest(*DOCS)
+    service.warmup_cycle()
+    seed(service, ZORN_Q)
+    return service
 
 
 def test_hot_queries_strategy_keeps_a_changed_context_stale(
     start_service: ServiceFactory,
 ) -> None:
-    service = start_service(warmup_strategy="hot_queries")
-    service.ingest(*DOCS)
-    service.warmup_cycle()
-    seed(service, ZORN_Q)
+    service = seeded(start_service, "hot_queries")
     old = entry_for(service, "what colour is the river zorn")
     sent = service.registry()["warm_requests_sent"]
-    service.ingest(
-        topic("zorn", "The river Zorn", "The river Zorn is blue and flows through Kellerby.")
-    )
+    service.ingest(ZORN_BLUE)
     report = service.warmup_cycle()[0]
     assert report["kind"] == "kb_change" and report["entries_checked"] == 0
     assert service.registry()["pending_changes"] == 0, "the change was queued, not dropped"
@@ -58,10 +69,7 @@ def test_synthetic_strategy_sends_its_batch_and_registers_nothing(
 def test_hybrid_strategy_warms_seeds_and_the_synthetic_batch(
     start_service: ServiceFactory,
 ) -> None:
-    service = start_service(warmup_strategy="hybrid")
-    service.ingest(*DOCS)
-    service.warmup_cycle()
-    seed(service, ZORN_Q)
+    service = seeded(start_service, "hybrid")
     entry = entry_for(service, "what colour is the river zorn")
     assert entry["cached_block_tokens"] >= 128
     metrics = service.client.get("/metrics").text
