@@ -149,12 +149,21 @@ def evaluate_targets(results: dict[str, Any]) -> list[Target]:
         if not change["k"] or change["entries_affected_truth"] is None:
             continue
         rewarmed, truth = change["entries_rewarmed"] or 0, change["entries_affected_truth"]
+        warm_new = change.get("new_contexts_warm")
+        coverage = (
+            f"; {warm_new} of {change['new_contexts']} new contexts warm after the cycle"
+            if warm_new is not None
+            else ""
+        )
         targets.append(
             Target(
                 f"{change['k']}-document change: prefills only for affected entries",
-                f"re-warms <= {truth} affected",
-                f"{rewarmed} re-warmed, {change['rewarm_prefill_tokens']} tokens",
+                f"re-warms <= {truth} entries whose context changed",
+                f"{rewarmed} re-warmed, {change['rewarm_prefill_tokens']} tokens{coverage}",
                 rewarmed <= truth,
+                ""
+                if rewarmed <= truth
+                else "detection re-warmed entries whose recomputed context did not change",
             )
         )
     ingest = results.get("scale", {}).get("ingest")
@@ -203,11 +212,11 @@ def _steady_targets(results: dict[str, Any]) -> list[Target]:
 def _restart_miss_reason(ours: dict[str, Any]) -> str:
     state = ours["restart"]["state"]
     misses = [r for r in _records(ours["restart"]) if not r.hit]
-    new = sum(r.first_sight for r in misses)
-    return (
-        f"{len(misses)} misses, {new} of them questions never asked before the restart "
-        f"(nothing to restore); {state['warm_entries']} entries were warm"
-    )
+    reasons = ours["restart"].get("misses")
+    if reasons is None:  # results written before misses were classified
+        reasons = {"never asked before": sum(r.first_sight for r in misses)}
+    why = ", ".join(f"{n} {reason}" for reason, n in sorted(reasons.items(), key=lambda i: -i[1]))
+    return f"{len(misses)} misses: {why}; {state['warm_entries']} entries were warm"
 
 
 def _change_miss_reason(ours: dict[str, Any]) -> str:
@@ -321,8 +330,10 @@ def render_markdown(results: dict[str, Any], targets: Sequence[Target]) -> str:
                     s["strategy"],
                     c["label"],
                     _na(c["entries_affected_truth"]),
+                    _na(c.get("entries_holding_changed_doc")),
                     _na(c["entries_detected"]),
                     _na(c["entries_rewarmed"]),
+                    _na(c.get("new_contexts_warm")),
                     _na(c["rewarm_prefill_tokens"]),
                     _na(c["predicted_prefill_tokens"]),
                     _na(c["detection_ms"]),
@@ -335,9 +346,11 @@ def render_markdown(results: dict[str, Any], targets: Sequence[Target]) -> str:
         [
             "strategy",
             "change",
-            "entries affected",
+            "entries whose context changed",
+            "entries holding a changed doc",
             "detected",
             "re-warmed",
+            "new contexts warm",
             "re-warm prefill tokens",
             "predicted-query prefill",
             "detection ms",

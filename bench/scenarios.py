@@ -19,6 +19,7 @@ import random
 import shutil
 import threading
 import time
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -165,10 +166,13 @@ def run_strategy(
     started = time.perf_counter()
     with service(vllm_url, data, **strategy.settings) as svc:
         ready_s = time.perf_counter() - started
+        asked_before = set(seen)
+        registered = registered_keys(svc) if strategy.warms else None
         after = run_stream(svc, workload.restart, seen)
         result["restart"] = {
             "ready_s": round(ready_s, 2),
             "summary": summarize(after),
+            "misses": miss_reasons(after, asked_before, registered),
             "requests": [r.to_json() for r in after],
             "state": warmup_state(svc, strategy, vllm_url),
         }
@@ -210,10 +214,12 @@ def run_change(
     revision = 1 + sorted(config.change_sizes).index(k) if k else 0
     docs = [t.documents(revision)[0] for t in towns] if k else [unrelated_document()]
     changed_ids = {str(d["id"]) for d in docs}
-    affected_truth = None
+    holding = None
+    entries: dict[str, list[str]] = {}
     if strategy.warms:
-        entries = svc.get("/admin/warmup")["entries"]
-        affected_truth = sum(1 for e in entries if changed_ids & set(e["doc_ids"]))
+        entries = entry_queries(svc)
+        registry = svc.get("/admin/warmup")["entries"]
+        holding = sum(1 for e in registry if changed_ids & set(e["doc_ids"]))
     prefill_before = svc.metric("warmrag_warm_prefill_tokens_total")
     questions = affected_questions(svc, workload, towns, changed_ids)[: config.change_requests]
 
@@ -236,6 +242,7 @@ def run_change(
         records.append(RequestRecord.from_chat(question, t_s, svc.chat(question)))
     if strategy.warms:
         detect.join()
+    truth = changed_contexts(svc, entries) if strategy.warms else None
     report: dict[str, Any] = next(
         (r for r in cycle.get("reports", []) if r["kind"] == "kb_change"), {}
     )
@@ -246,7 +253,13 @@ def run_change(
         "label": f"{k} changed" if k else "unrelated",
         "documents": len(docs),
         "ingest_ms": round(ingest_ms, 1),
-        "entries_affected_truth": affected_truth,
+        # Entries whose queries now retrieve a different context (retrieved afresh after
+        # the change, independently of the detector), and how many of those new
+        # contexts the cycle left warm.
+        "entries_affected_truth": len(truth) if truth is not None else None,
+        "new_contexts": len({c for new in (truth or {}).values() for c in new}),
+        "new_contexts_warm": warm_contexts(svc, truth) if truth is not None else None,
+        "entries_holding_changed_doc": holding,
         "entries_detected": report.get("affected"),
         "entries_rewarmed": report.get("warm_requests_by_reason", {}).get("kb_change", 0)
         if report
@@ -266,7 +279,8 @@ def run_change(
     }
     log(
         f"  {strategy.label}: {result['label']}: detected {result['entries_detected']} of "
-        f"{affected_truth}, re-warm prefill {result['rewarm_prefill_tokens']}; "
+        f"{result['entries_affected_truth']} changed, re-warmed "
+        f"{result['entries_rewarmed']} ({result['rewarm_prefill_tokens']} tokens); "
         + (fmt(summary) if records else "no requests")
     )
     return result
@@ -286,6 +300,68 @@ def affected_questions(
                 chosen.append(question)
                 break
     return chosen
+
+
+def registered_keys(svc: Service) -> set[str]:
+    """The query keys that point to a warm entry (what a restart can restore)."""
+    return {key for e in svc.get("/admin/warmup")["entries"] for key in e["queries"]}
+
+
+def miss_reasons(
+    records: list[RequestRecord], asked_before: set[str], registered: set[str] | None
+) -> dict[str, int]:
+    """Why each request after a restart missed: its question was never asked before,
+    or was asked but had no warm entry, or had one whose prefix was not warm (yet).
+    ``registered`` is None for a strategy without a registry."""
+    reasons: Counter[str] = Counter()
+    for record in records:
+        if record.hit:
+            continue
+        key = normalize_query(record.question)
+        if key not in asked_before:
+            reasons["never asked before"] += 1
+        elif registered is None:
+            reasons["asked before, cache emptied"] += 1
+        elif key not in registered:
+            reasons["asked before, no warm entry"] += 1
+        else:
+            reasons["warm entry, prefix not (yet) warm"] += 1
+    return dict(reasons)
+
+
+def entry_queries(svc: Service) -> dict[str, list[str]]:
+    """Each warm entry's fingerprint with the texts of the queries pointing to it."""
+    warmup = svc.server.runtime.warmup
+    assert warmup is not None
+    records = (
+        (e.fingerprint, warmup.store.query(k)) for e in warmup.store.entries() for k in e.queries
+    )
+    entries: dict[str, list[str]] = defaultdict(list)
+    for fingerprint, record in records:
+        if record is not None:
+            entries[fingerprint].append(record.text)
+    return dict(entries)
+
+
+def changed_contexts(svc: Service, entries: dict[str, list[str]]) -> dict[str, set[str]]:
+    """The entries whose queries a chat would now send with another prefix, each with
+    those new prefixes: retrieved afresh from the query texts, as a chat does."""
+    runtime = svc.server.runtime
+    changed = {}
+    for fingerprint, texts in entries.items():
+        now = set()
+        for text in texts:
+            found = runtime.retriever.retrieve(text)
+            now.add(runtime.builder.prefix(found.passages, found.triples).fingerprint)
+        if now != {fingerprint}:
+            changed[fingerprint] = now - {fingerprint}
+    return changed
+
+
+def warm_contexts(svc: Service, changed: dict[str, set[str]]) -> int:
+    """How many of the changed entries' new prefixes are warm entries now."""
+    registered = {e["fingerprint"] for e in svc.get("/admin/warmup")["entries"]}
+    return len({c for new in changed.values() for c in new} & registered)
 
 
 def _cycle(svc: Service) -> list[dict[str, Any]]:

@@ -35,6 +35,7 @@ from warmup.models import (
     WarmupStrategy,
 )
 from warmup.planner import Candidate, Incumbent, WarmupPlanner, estimate_tokens
+from warmup.retrieval_memo import RetrievalMemo, Retrieved
 from warmup.store import WarmupStore, decayed
 from warmup.warmer import Warmer
 
@@ -103,6 +104,7 @@ class WarmupService:
         self.clock = clock
         self.detector = ChangeDetector()
         self.planner = WarmupPlanner(config.steps)
+        self.retrievals = RetrievalMemo()
         self.budget: WarmBudget | None = None
         self.last_report: CycleReport | None = None
         self._lock = asyncio.Lock()
@@ -269,6 +271,7 @@ class WarmupService:
 
         Strategies that do not follow the knowledge base drop it: their entries keep
         the passages they were warmed with until the TTL sweep."""
+        self.retrievals.invalidate()
         if not change.changed or not self.config.strategy.follows_kb:
             return
         self._pending.append(change)
@@ -331,7 +334,7 @@ class WarmupService:
                 continue
             groups: dict[str, list[tuple[str, float | None, PromptPrefix]]] = defaultdict(list)
             for key in entry.queries:
-                found = await self._retrieve_stored(key)
+                found = await self._retrieve_stored(key, fresh=True)
                 if found is not None:
                     prefix, kth = found
                     groups[prefix.fingerprint].append((key, kth, prefix))
@@ -479,16 +482,28 @@ class WarmupService:
             raise RuntimeError("warmup has not started (vLLM not reached yet)")
         return self.budget
 
-    async def _retrieve_stored(self, key: str) -> tuple[PromptPrefix, float | None] | None:
-        """The prefix a chat for ``key`` would send now, from its stored embedding."""
+    async def _retrieve_stored(
+        self, key: str, *, fresh: bool = False
+    ) -> tuple[PromptPrefix, float | None] | None:
+        """The prefix a chat for ``key`` would send now, from its stored embedding.
+
+        Remembered until the knowledge base changes; ``fresh`` retrieves anyway
+        (detection and the scheduled re-check must see the stores as they are)."""
+        if not fresh and (memo := self.retrievals.get(key)) is not None:
+            return memo.prefix, memo.kth_score
         record = self.store.query(key)
         embedding = self.store.query_embedding(key)
         if record is None or embedding is None:
             return None
+        generation = self.retrievals.generation
         retrieval = await anyio.to_thread.run_sync(
             self.retriever.retrieve, record.text, self.config.top_k, embedding
         )
-        return self.builder.prefix(retrieval.passages, retrieval.triples), _kth(retrieval)
+        found = Retrieved(
+            self.builder.prefix(retrieval.passages, retrieval.triples), _kth(retrieval)
+        )
+        self.retrievals.put(key, generation, found)
+        return found.prefix, found.kth_score
 
     async def _warm(
         self, prefix: PromptPrefix, reason: RewarmReason, report: CycleReport

@@ -200,6 +200,30 @@ def test_budget_is_respected(start_service: ServiceFactory) -> None:
     assert 1 <= len(registry["entries"]) < 3
 
 
+def test_hot_cycles_retrieve_a_query_once_per_knowledge_base_version(
+    start_service: ServiceFactory,
+) -> None:
+    # No budget: the seeds stay hot and unwarmed, so every hot cycle plans them again.
+    service = start_service(warmup_budget_share=0.0)
+    service.ingest(*DOCS)
+    seed(service, ZORN_Q, "How many moons does Mars have?")
+    retriever = service.runtime.retriever
+    calls: list[str] = []
+    retrieve = retriever.retrieve
+
+    def counted(question: str, *args: Any, **kwargs: Any) -> Any:  # a spy: calls through
+        calls.append(question)
+        return retrieve(question, *args, **kwargs)
+
+    retriever.retrieve = counted  # type: ignore[method-assign]
+    service.warmup_cycle()
+    assert calls == [], "a hot cycle re-retrieved queries the knowledge base had not moved"
+
+    service.ingest(topic("rye-salt", "Rye bread", "Rye bread takes a pinch of salt."))
+    service.warmup_cycle()
+    assert sorted(calls) == sorted([ZORN_Q, "How many moons does Mars have?"])
+
+
 def test_eviction_is_noticed_and_rewarmed(warm_service: Service, vllm: VLLMServer) -> None:
     seed(warm_service, ZORN_Q)
     entry = entry_for(warm_service, "what colour is the river zorn")

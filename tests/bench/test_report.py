@@ -140,3 +140,21 @@ def test_an_interrupted_run_still_gets_a_report(tmp_path: Path) -> None:
     assert "interrupted: partial results" in markdown
     assert "Skipped: not run" in markdown  # scale
     assert len(paths) == 5
+
+
+def test_restart_and_change_misses_name_their_causes() -> None:
+    data = results()
+    ours = data["strategies"]["s4"]
+    ours["restart"] = {
+        **section([100.0] * 10, [True] * 6 + [False] * 4),
+        "ready_s": 1.0,
+        "state": ours["restart"]["state"],
+        "misses": {"never asked before": 3, "asked before, no warm entry": 1},
+    }
+    ours["change"][1]["entries_rewarmed"] = 2  # one entry's context really changed
+    targets = by_name(data)
+    restart = targets["restart: share of the first requests on a warm prefix"]
+    assert restart.met is False
+    assert "4 misses: 3 never asked before, 1 asked before, no warm entry" in restart.why
+    change = targets["1-document change: prefills only for affected entries"]
+    assert change.met is False and "did not change" in change.why
