@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 BLOCK = 128  # vLLM-CPU's KV block: only full blocks are reused
@@ -51,7 +51,8 @@ class RequestRecord:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RequestRecord:
-        return cls(**{k: v for k, v in data.items() if k != "hit"})
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
 
 
 def percentile(values: Sequence[float], q: float) -> float:

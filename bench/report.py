@@ -66,8 +66,16 @@ def _floor_p50(results: dict[str, Any]) -> float:
     return statistics.median(ttft) if ttft else math.nan
 
 
-def _change_records(strategy: dict[str, Any]) -> list[RequestRecord]:
-    return [r for c in strategy.get("change", []) if c["k"] for r in _records(c)]
+def _change_records(strategy: dict[str, Any], warm_before: bool = False) -> list[RequestRecord]:
+    """Requests to changed contexts (``warm_before``: only those warm before the change;
+    results written before that was recorded count every request)."""
+    return [
+        RequestRecord.from_json(r)
+        for c in strategy.get("change", [])
+        if c["k"]
+        for r in c["requests"]
+        if not warm_before or r.get("warm_before", True)
+    ]
 
 
 def evaluate_targets(results: dict[str, Any]) -> list[Target]:
@@ -105,15 +113,16 @@ def evaluate_targets(results: dict[str, Any]) -> list[Target]:
             "" if hits >= 0.9 else _restart_miss_reason(ours),
         )
     )
-    changed = _change_records(ours)
-    if changed:
-        share = summarize(changed)["hit_share"]
+    changed, rewarmable = _change_records(ours), _change_records(ours, warm_before=True)
+    if rewarmable:
+        share = summarize(rewarmable)["hit_share"]
         plain_share = summarize(_change_records(plain))["hit_share"]
         targets.append(
             Target(
                 "change: requests to changed contexts on a re-warmed prefix",
-                ">= 90%",
-                f"{share:.0%} of {len(changed)} (strategy 1: {plain_share:.0%})",
+                ">= 90% of those warm before the change",
+                f"{share:.0%} of {len(rewarmable)} (all {len(changed)} changed contexts: "
+                f"{summarize(changed)['hit_share']:.0%}; strategy 1: {plain_share:.0%})",
                 share >= 0.9,
                 "" if share >= 0.9 else _change_miss_reason(ours),
             )
@@ -223,9 +232,9 @@ def _change_miss_reason(ours: dict[str, Any]) -> str:
     parts = []
     for c in ours.get("change", []):
         if c["k"]:
-            late = [r for r in _records(c) if not r.hit]
-            early = sum(r.t_s < 5 for r in late)
-            parts.append(f"k={c['k']}: {len(late)} misses ({early} in the first 5 s)")
+            misses = [r for r in c["requests"] if not r["hit"] and r.get("warm_before", True)]
+            early = sum(r["t_s"] < 5 for r in misses)
+            parts.append(f"k={c['k']}: {len(misses)} misses ({early} in the first 5 s)")
     return "; ".join(parts) + " - a request that arrives before its re-warm finishes misses"
 
 
@@ -339,6 +348,7 @@ def render_markdown(results: dict[str, Any], targets: Sequence[Target]) -> str:
                     _na(c["detection_ms"]),
                     _ms(c["summary"]["ttft_p50_ms"]),
                     _pct(c["summary"]["hit_share"]),
+                    _pct(c.get("warm_before", {}).get("hit_share", math.nan)),
                     c["summary"]["n"],
                 ]
             )
@@ -356,6 +366,7 @@ def render_markdown(results: dict[str, Any], targets: Sequence[Target]) -> str:
             "detection ms",
             "TTFT p50 ms",
             "warm hits",
+            "hits where warm before",
             "requests",
         ],
         rows,

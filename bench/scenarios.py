@@ -216,12 +216,16 @@ def run_change(
     changed_ids = {str(d["id"]) for d in docs}
     holding = None
     entries: dict[str, list[str]] = {}
+    questions = affected_questions(svc, workload, towns, changed_ids)[: config.change_requests]
+    # A context that was never warm has nothing to re-warm: such requests are counted
+    # apart, so the re-warm's hit share is not diluted (nor flattered) by them.
+    warm_before: set[str] = set()
     if strategy.warms:
         entries = entry_queries(svc)
         registry = svc.get("/admin/warmup")["entries"]
         holding = sum(1 for e in registry if changed_ids & set(e["doc_ids"]))
+        warm_before = {q for q in questions if context_of(svc, q) in entries}
     prefill_before = svc.metric("warmrag_warm_prefill_tokens_total")
-    questions = affected_questions(svc, workload, towns, changed_ids)[: config.change_requests]
 
     started = time.perf_counter()
     svc.ingest(docs)
@@ -275,7 +279,8 @@ def run_change(
             svc.metric("warmrag_warm_prefill_tokens_total") - prefill_before
         ),
         "summary": summary,
-        "requests": [r.to_json() for r in records],
+        "warm_before": summarize([r for r in records if r.question in warm_before]),
+        "requests": [{**r.to_json(), "warm_before": r.question in warm_before} for r in records],
     }
     log(
         f"  {strategy.label}: {result['label']}: detected {result['entries_detected']} of "
@@ -346,16 +351,19 @@ def entry_queries(svc: Service) -> dict[str, list[str]]:
 def changed_contexts(svc: Service, entries: dict[str, list[str]]) -> dict[str, set[str]]:
     """The entries whose queries a chat would now send with another prefix, each with
     those new prefixes: retrieved afresh from the query texts, as a chat does."""
-    runtime = svc.server.runtime
     changed = {}
     for fingerprint, texts in entries.items():
-        now = set()
-        for text in texts:
-            found = runtime.retriever.retrieve(text)
-            now.add(runtime.builder.prefix(found.passages, found.triples).fingerprint)
+        now = {context_of(svc, text) for text in texts}
         if now != {fingerprint}:
             changed[fingerprint] = now - {fingerprint}
     return changed
+
+
+def context_of(svc: Service, question: str) -> str:
+    """The fingerprint of the prefix a chat for ``question`` would send now."""
+    runtime = svc.server.runtime
+    found = runtime.retriever.retrieve(question)
+    return runtime.builder.prefix(found.passages, found.triples).fingerprint
 
 
 def warm_contexts(svc: Service, changed: dict[str, set[str]]) -> int:

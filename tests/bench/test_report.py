@@ -158,3 +158,16 @@ def test_restart_and_change_misses_name_their_causes() -> None:
     assert "4 misses: 3 never asked before, 1 asked before, no warm entry" in restart.why
     change = targets["1-document change: prefills only for affected entries"]
     assert change.met is False and "did not change" in change.why
+
+
+def test_change_target_counts_only_contexts_that_were_warm_before() -> None:
+    data = results()
+    change = data["strategies"]["s4"]["change"][1]
+    change["requests"] = [
+        {**record(100.0, hit), "warm_before": hit} for hit in (True, True, False, False)
+    ]
+    target = by_name(data)["change: requests to changed contexts on a re-warmed prefix"]
+    assert target.met is True
+    assert (
+        target.measured.startswith("100% of 2") and "all 4 changed contexts: 50%" in target.measured
+    )
