@@ -305,7 +305,9 @@ class WarmupService:
             report.detection_ms = round(seconds * 1000, 3)
             report.entries_checked = len(index.chunk_ids)
             report.affected = len(detection.affected)
-            await self._refresh(sorted(detection.affected), RewarmReason.KB_CHANGE, report)
+            await self._refresh(
+                self._hottest_first(detection.affected), RewarmReason.KB_CHANGE, report
+            )
             report.extended += self._extend(detection.unaffected)
             if self.config.document_queries and (keys := await self._seed_from_documents(changes)):
                 await self._warm_hot(report, RewarmReason.SEED, only=keys)
@@ -560,6 +562,16 @@ class WarmupService:
         count = self.store.extend(fingerprints, self.clock() + self.config.ttl_s)
         self.metrics.ttl_extensions.inc(count)
         return count
+
+    def _hottest_first(self, fingerprints: set[str]) -> list[str]:
+        """Re-warm order after a change: the contexts users ask for most come back
+        first, since a chat that arrives before its context's re-warm misses."""
+        now = self.clock()
+        heat = {
+            fp: self._heat(entry, now) if (entry := self.store.entry(fp)) else 0.0
+            for fp in fingerprints
+        }
+        return sorted(fingerprints, key=lambda fp: (-heat[fp], fp))
 
     def _heat(self, entry: WarmEntry, now: float) -> float:
         queries = (self.store.query(key) for key in entry.queries)

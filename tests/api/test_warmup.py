@@ -124,6 +124,28 @@ def test_unrelated_ingest_extends_ttls_and_sends_no_prefill(warm_service: Servic
     assert all(e["expires_at"] > before[e["fingerprint"]] for e in after["entries"])
 
 
+def test_after_a_change_the_hottest_context_is_rewarmed_first(warm_service: Service) -> None:
+    questions = [ZORN_Q, "How many moons does Mars have?", "What is rye bread baked from?"]
+    hot = 2  # the one users ask most
+    seed(warm_service, *questions)
+    for _ in range(3):
+        warm_service.chat(questions[hot])
+    warm_service.ingest(
+        topic("zorn", "The river Zorn", "The river Zorn is grey and flows through Kellerby."),
+        topic("mars", "The planet Mars", "The planet Mars has two small moons."),
+        topic("rye", "Rye bread", "Rye bread is baked from rye flour and salt."),
+    )
+    report = warm_service.warmup_cycle()[0]
+    assert report["affected"] == 3 and report["warm_requests"] == 3
+    warmed_at = {
+        key: entry_for(warm_service, key)["warmed_at"]
+        for key in ("what colour is the river zorn", "how many moons does mars have",
+                    "what is rye bread baked from")
+    }  # fmt: skip
+    hot_key = list(warmed_at)[hot]
+    assert warmed_at[hot_key] == min(warmed_at.values()), warmed_at
+
+
 def test_a_new_chunk_that_enters_the_top_k_is_detected(warm_service: Service) -> None:
     seed(warm_service, ZORN_Q)
     old = entry_for(warm_service, "what colour is the river zorn")
