@@ -265,7 +265,8 @@ def render_markdown(results: dict[str, Any], targets: Sequence[Target]) -> str:
         "",
         f"Run {meta.get('started', '?')} ({'quick' if meta.get('quick') else 'full'}"
         f"{', interrupted: partial results' if meta.get('interrupted') else ''}), "
-        f"{meta.get('duration_s', 0) / 60:.1f} min on {meta.get('machine', '?')}.",
+        f"{meta.get('duration_s', 0) / 60:.1f} min on {meta.get('machine', '?')}"
+        + (f", commit {meta['commit']}." if meta.get("commit") else "."),
         f"Workload: {meta.get('corpus', '?')}. Command: `{meta.get('command', 'make bench')}`.",
         "",
         "## Targets",

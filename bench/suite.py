@@ -17,6 +17,7 @@ import argparse
 import os
 import platform
 import shlex
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -124,6 +125,18 @@ def run_sections(
         results["pressure"] = run_pressure(args, eager, workload, config, work)
 
 
+def source_commit() -> str:
+    """The commit the suite ran from (``+changes`` when the tree had uncommitted edits)."""
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True)
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    commit = git("rev-parse", "--short", "HEAD") or "unknown"
+    dirty = git("status", "--porcelain", "--untracked-files=no")
+    return commit + ("+changes" if dirty else "")
+
+
 def run(args: argparse.Namespace) -> Path:
     spec = WorkloadSpec.quick() if args.quick else WorkloadSpec.full()
     config = ScenarioConfig.quick() if args.quick else ScenarioConfig()
@@ -142,6 +155,7 @@ def run(args: argparse.Namespace) -> Path:
             "corpus": f"{len(workload.towns) * 3} documents, {len(workload.questions)} distinct "
             f"questions, {spec.steady_requests} steady + {spec.restart_requests} "
             f"after-restart requests, Zipf s={spec.zipf_s}",
+            "commit": source_commit(),
             "workload": asdict(spec),
             "scenarios": asdict(config),
         },

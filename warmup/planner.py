@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rag.prompt import PromptPrefix
 from warmup.budget import WarmBudget
@@ -42,7 +42,14 @@ class Plan:
     steps: list[list[Candidate]]
     skipped_over_budget: int
     skipped_too_large: int
-    displaced: tuple[str, ...] = ()
+    # Per chosen candidate's fingerprint, the warm entries it displaces: retired only
+    # when that candidate is warmed, so a cycle cut short never drops entries for
+    # replacements it did not warm.
+    displaces: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @property
+    def displaced(self) -> tuple[str, ...]:
+        return tuple(fp for victims in self.displaces.values() for fp in victims)
 
     @property
     def candidates(self) -> list[Candidate]:
@@ -84,7 +91,7 @@ class WarmupPlanner:
             incumbents, key=lambda i: (self.incumbent_value(i, budget), i.fingerprint)
         )
         chosen: list[Candidate] = []
-        displaced: list[str] = []
+        displaces: dict[str, tuple[str, ...]] = {}
         over = too_large = 0
         room = budget.max_tokens - used_tokens
         for candidate in ranked:
@@ -107,7 +114,7 @@ class WarmupPlanner:
                     over += 1
                     continue
                 evictable = evictable[len(victims) :]
-                displaced.extend(v.fingerprint for v in victims)
+                displaces[candidate.prefix.fingerprint] = tuple(v.fingerprint for v in victims)
                 room += freed
             chosen.append(candidate)
             room -= candidate.est_tokens
@@ -117,5 +124,5 @@ class WarmupPlanner:
             steps=steps,
             skipped_over_budget=over,
             skipped_too_large=too_large,
-            displaced=tuple(displaced),
+            displaces=displaces,
         )

@@ -460,11 +460,13 @@ class WarmupService:
         ]
         plan = self.planner.plan(candidates, budget, self.store.warm_tokens(), incumbents)
         report.skipped_over_budget += plan.skipped_over_budget
-        for fingerprint in plan.displaced:  # vLLM's LRU reclaims their blocks
-            self.store.retire(fingerprint)
-            report.retired += 1
         for step in plan.steps:
             for candidate in step:
+                # Its victims make room just before it is warmed (vLLM's LRU reclaims
+                # their blocks); with chats going on, a cycle can take minutes.
+                for fingerprint in plan.displaces.get(candidate.prefix.fingerprint, ()):
+                    self.store.retire(fingerprint)
+                    report.retired += 1
                 entry = await self._warm(candidate.prefix, reason, report)
                 if entry is not None:
                     for key, kth in zip(candidate.keys, candidate.kth_scores, strict=True):

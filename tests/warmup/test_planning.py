@@ -69,6 +69,7 @@ def test_a_full_budget_gives_way_to_hotter_candidates_only() -> None:
     # 12 (1.5) displaces both 0.5 entries; 10 (1.0) finds nothing colder left to displace.
     assert [c.keys[0] for c in plan.candidates] == ["q12"]
     assert plan.displaced == ("fp0", "fp1")
+    assert plan.displaces == {plan.candidates[0].prefix.fingerprint: ("fp0", "fp1")}
     assert plan.skipped_over_budget == 2
     nothing = WarmupPlanner().plan(
         [candidate(11, 0.4, 600)], budget, used_tokens=3000, incumbents=incumbents
