@@ -246,6 +246,29 @@ def test_hot_cycles_retrieve_a_query_once_per_knowledge_base_version(
     assert sorted(calls) == sorted([ZORN_Q, "How many moons does Mars have?"])
 
 
+def test_a_hotter_question_displaces_a_colder_entry_when_the_budget_is_full(
+    start_service: ServiceFactory,
+) -> None:
+    first = start_service()
+    first.ingest(*DOCS)
+    seed(first, "How many moons does Mars have?")
+    cold = entry_for(first, "how many moons does mars have")
+    capacity = first.registry()["budget"]["capacity_tokens"]
+    first.stop()
+    # Room for the one warm entry and half another: the next context must displace it.
+    service = start_service(warmup_budget_share=1.5 * cold["prefix_tokens"] / capacity)
+    assert entry_for(service, "how many moons does mars have")["fingerprint"] == cold["fingerprint"]
+    for _ in range(4):
+        service.chat(ZORN_Q)  # asked four times: hotter than the seed
+    hot = service.warmup_cycle()[2]
+    assert hot["retired"] == 1 and hot["warm_requests"] == 1, hot
+    registry = service.registry()
+    assert [e["fingerprint"] for e in registry["entries"]] == [
+        entry_for(service, "what colour is the river zorn")["fingerprint"]
+    ]
+    assert registry["warm_tokens"] <= registry["budget"]["max_tokens"]
+
+
 def test_eviction_is_noticed_and_rewarmed(warm_service: Service, vllm: VLLMServer) -> None:
     seed(warm_service, ZORN_Q)
     entry = entry_for(warm_service, "what colour is the river zorn")
