@@ -271,8 +271,10 @@ class WarmupService:
 
         Strategies that do not follow the knowledge base drop it: their entries keep
         the passages they were warmed with until the TTL sweep."""
-        self.retrievals.invalidate()
-        if not change.changed or not self.config.strategy.follows_kb:
+        if not change.changed:
+            return
+        self.retrievals.invalidate()  # any context may have moved, followed or not
+        if not self.config.strategy.follows_kb:
             return
         self._pending.append(change)
         if self._debounce is not None:
@@ -429,8 +431,8 @@ class WarmupService:
             for e in self.store.entries()
         ]
         # With the budget (nearly) full, a query no hotter than the coldest warm entry
-        # cannot displace anything: skip its retrieval (thousands of predicted questions
-        # would otherwise be re-retrieved every cycle, next to the chats).
+        # cannot displace anything: skip it (after a change the memo is empty, and
+        # thousands of predicted questions would be re-retrieved next to the chats).
         full = budget.max_tokens - self.store.warm_tokens() < budget.per_entry_max_tokens
         coldest = min((i.heat for i in incumbents), default=0.0) if full else -1.0
         for query in self.store.queries():
