@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import time
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -53,6 +55,22 @@ class Retrieval:
         return [(f.subject, f.predicate, f.object) for f in self.facts]
 
 
+_SPACE = re.compile(r"\s+")
+_TRAILING_MARKS = re.compile(r"[\s?!.。？！]+$")
+
+
+def retrieval_text(question: str) -> str:
+    """The text a question is retrieved with: single-spaced, without trailing ``?!.``.
+
+    "What is X?", "what is x ??" and "What is X!" normalize to one warm-registry key
+    (``warmup.keys``), so they must retrieve one context too, or a warm prefix serves
+    only some spellings of its question. Case is left alone (the embedding model is
+    uncased); punctuation inside the question ("C++", "what's") is kept.
+    """
+    text = _SPACE.sub(" ", unicodedata.normalize("NFKC", question)).strip()
+    return _TRAILING_MARKS.sub("", text) or text
+
+
 class Retriever:
     """Shared by chat and warmup, so both see the same context for a question."""
 
@@ -63,6 +81,10 @@ class Retriever:
         self.facts = facts
         self.max_triples = max_triples
 
+    def embed_questions(self, questions: Sequence[str]) -> np.ndarray:
+        """(n, dim) query vectors, as ``retrieve`` embeds a question (blocking)."""
+        return self.kb.embedder.embed_texts([retrieval_text(q) for q in questions])
+
     def retrieve(
         self, question: str, top_k: int = 3, embedding: np.ndarray | None = None
     ) -> Retrieval:
@@ -71,11 +93,10 @@ class Retriever:
         Pass a stored ``embedding`` to skip re-embedding the question.
         """
         started = time.perf_counter()
+        text = retrieval_text(question)
         if embedding is None:
-            embedding = self.kb.embedder.embed_query(question)
+            embedding = self.kb.embedder.embed_query(text)
         passages = self.kb.retrieve(embedding, top_k)
-        facts = (
-            self.facts.select(question, embedding, passages, self.max_triples) if self.facts else ()
-        )
+        facts = self.facts.select(text, embedding, passages, self.max_triples) if self.facts else ()
         elapsed = (time.perf_counter() - started) * 1000
         return Retrieval(question, embedding, passages, facts, elapsed)

@@ -249,9 +249,7 @@ class WarmupService:
             return self._finish(report)
 
     async def _record_seeds(self, texts: Sequence[str], weight: float = 1.0) -> None:
-        embeddings = await anyio.to_thread.run_sync(
-            self.retriever.kb.embedder.embed_texts, list(texts)
-        )
+        embeddings = await anyio.to_thread.run_sync(self.retriever.embed_questions, list(texts))
         now = self.clock()
         for text, embedding in zip(texts, embeddings, strict=True):
             self.store.record_query(
