@@ -4,6 +4,7 @@ warmrag services run by uvicorn over real HTTP on loopback ports."""
 from __future__ import annotations
 
 import os
+import shutil
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -32,6 +33,22 @@ from rag.vllm_server import VLLMServer
 REPO = Path(__file__).resolve().parent.parent
 MODEL_NAME = "SmolLM2-135M-Instruct"
 ADMIN_TOKEN = "test-admin-token"
+
+
+TEST_TMP = REPO / "data" / "pytest"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Temporary folders go to the ignored data folder, not /tmp, and are removed at
+    the end (an explicit ``--basetemp`` is left to its owner)."""
+    if config.option.basetemp is None:
+        config.option.basetemp = str(TEST_TMP)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if Path(config.option.basetemp or "") == TEST_TMP:
+        shutil.rmtree(TEST_TMP, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -104,12 +104,13 @@ def test_openai_compatible_completions(service: Service) -> None:
 
 
 def test_openai_request_validation(service: Service) -> None:
-    for body in (
+    bodies: list[dict[str, list[dict[str, str]]]] = [
         {"messages": []},
         {"messages": [{"role": "assistant", "content": "no question"}]},
         {"messages": [{"role": "user", "content": "  "}]},
         {"messages": [{"role": "robot", "content": "x"}]},
-    ):
+    ]
+    for body in bodies:
         resp = service.client.post("/v1/chat/completions", json=body)
         assert resp.status_code == 422, body
 
