@@ -66,6 +66,9 @@ def _floor_p50(results: dict[str, Any]) -> float:
     return statistics.median(ttft) if ttft else math.nan
 
 
+EARLY_S = 5.0  # a change-window request this soon after the ingest may beat its re-warm
+
+
 def _change_records(strategy: dict[str, Any], warm_before: bool = False) -> list[RequestRecord]:
     """Requests to changed contexts (``warm_before``: only those warm before the change;
     results written before that was recorded count every request)."""
@@ -177,13 +180,19 @@ def evaluate_targets(results: dict[str, Any]) -> list[Target]:
         )
     ingest = results.get("scale", {}).get("ingest")
     if ingest:
+        ratio = ingest["ratio"]
         targets.append(
             Target(
                 "ingest throughput / raw embedding throughput",
                 ">= 85%",
-                f"{ingest['ratio']:.0%} ({ingest['ingest_chunks_per_s']:.1f} vs "
+                # One decimal: a ratio just under the line must not print as 85 %.
+                f"{ratio:.1%} ({ingest['ingest_chunks_per_s']:.1f} vs "
                 f"{ingest['raw_chunks_per_s']:.1f} chunks/s)",
-                ingest["ratio"] >= 0.85,
+                ratio >= 0.85,
+                ""
+                if ratio >= 0.85
+                else f"chunking and the Qdrant upsert take {1 - ratio:.1%} of the pipeline's "
+                "time next to embedding",
             )
         )
     return targets
@@ -229,13 +238,32 @@ def _restart_miss_reason(ours: dict[str, Any]) -> str:
 
 
 def _change_miss_reason(ours: dict[str, Any]) -> str:
-    parts = []
+    """Misses in the first seconds came before their re-warm; later ones went to a
+    context the cycle left cold, so say how many new contexts it warmed and detected."""
+    parts, early_total, late_total = [], 0, 0
     for c in ours.get("change", []):
-        if c["k"]:
-            misses = [r for r in c["requests"] if not r["hit"] and r.get("warm_before", True)]
-            early = sum(r["t_s"] < 5 for r in misses)
-            parts.append(f"k={c['k']}: {len(misses)} misses ({early} in the first 5 s)")
-    return "; ".join(parts) + " - a request that arrives before its re-warm finishes misses"
+        if not c["k"]:
+            continue
+        misses = [r for r in c["requests"] if not r["hit"] and r.get("warm_before", True)]
+        early = sum(r["t_s"] < EARLY_S for r in misses)
+        early_total, late_total = early_total + early, late_total + len(misses) - early
+        part = f"k={c['k']}: {len(misses)} misses ({early} in the first {EARLY_S:.0f} s)"
+        if len(misses) > early and c.get("new_contexts_warm") is not None:
+            part += (
+                f", {c['new_contexts_warm']} of {c['new_contexts']} new contexts warm after "
+                f"the cycle, {c['entries_detected']} of {c['entries_affected_truth']} changed "
+                "entries detected"
+            )
+        parts.append(part)
+    causes = []
+    if early_total:
+        causes.append("a request in the first seconds arrives before its re-warm finishes")
+    if late_total:
+        causes.append(
+            "a later miss went to a context the cycle left cold (not detected, refused by "
+            "the budget or displaced by a hotter entry)"
+        )
+    return "; ".join(parts) + (" - " + "; ".join(causes) if causes else "")
 
 
 # ----- markdown ---------------------------------------------------------------------
@@ -426,7 +454,7 @@ def _scale_markdown(scale: dict[str, Any]) -> list[str]:
     ingest = scale["ingest"]
     lines += [
         f"Ingest: {ingest['ingest_chunks_per_s']:.1f} chunks/s through the pipeline into Qdrant "
-        f"vs {ingest['raw_chunks_per_s']:.1f} chunks/s raw embedding ({ingest['ratio']:.0%}), "
+        f"vs {ingest['raw_chunks_per_s']:.1f} chunks/s raw embedding ({ingest['ratio']:.1%}), "
         f"{ingest['chunks']} chunks.",
         "",
     ]

@@ -97,6 +97,23 @@ def test_missed_targets_say_why() -> None:
     assert targets["unrelated ingest: re-warm prefill tokens"].met is False
 
 
+def test_ingest_ratio_just_under_the_line_is_not_printed_as_met() -> None:
+    data = results()
+    data["scale"]["ingest"].update(ingest_chunks_per_s=40.0, raw_chunks_per_s=47.1, ratio=0.8493)
+    ingest = by_name(data)["ingest throughput / raw embedding throughput"]
+    assert ingest.met is False and ingest.measured.startswith("84.9%") and "Qdrant" in ingest.why
+
+
+def test_change_misses_are_told_apart_by_when_they_came() -> None:
+    data = results()
+    change = data["strategies"]["s4"]["change"][1]
+    change.update(new_contexts=5, new_contexts_warm=3)
+    change["requests"] = [record(300.0, False, t=0.6), record(300.0, False, t=30.0)]
+    why = by_name(data)["change: requests to changed contexts on a re-warmed prefix"].why
+    assert "k=1: 2 misses (1 in the first 5 s), 3 of 5 new contexts warm" in why
+    assert "before its re-warm" in why and "left cold" in why
+
+
 def test_missing_strategies_are_reported_not_guessed() -> None:
     data = results()
     del data["strategies"]["s1"]
