@@ -269,6 +269,38 @@ def _change_miss_reason(ours: dict[str, Any]) -> str:
 # ----- markdown ---------------------------------------------------------------------
 
 
+def _cycle_text(cycle: dict[str, Any]) -> str:
+    done = f"{cycle['warm_requests']} prefills, {cycle['retired']} retired"
+    if cycle["affected"]:
+        done += f", {cycle['affected']} affected"
+    if cycle["extended"]:
+        done += f", {cycle['extended']} extended"
+    return f"{cycle['kind']} at {cycle['at_s']:.1f} s ({done})"
+
+
+def _cycles_markdown(strategies: dict[str, Any]) -> list[str]:
+    """What the warmup layer did while each scenario ran (results from before this was
+    recorded have no cycles and get no section)."""
+    rows = []
+    for s in strategies.values():
+        scenarios = [("steady stream", s.get("steady", {})), ("restart", s.get("restart", {}))]
+        scenarios += [(c["label"], c) for c in s.get("change", [])]
+        for name, part in scenarios:
+            if part.get("cycles"):
+                rows.append([s["strategy"], name, "; ".join(map(_cycle_text, part["cycles"]))])
+    if not rows:
+        return []
+    return [
+        "## Warmup cycles during the scenarios",
+        "",
+        "Cycles that warmed, retired, extended or detected something; times from the "
+        "stream's start, the service's start (restart) or the ingest's start (change: a "
+        "negative time is between the registry snapshot and the ingest).",
+        "",
+        *_table(["strategy", "scenario", "cycles"], rows),
+    ]
+
+
 def _row(cells: Sequence[object]) -> str:
     return "| " + " | ".join(str(c) for c in cells) + " |"
 
@@ -400,6 +432,7 @@ def render_markdown(results: dict[str, Any], targets: Sequence[Target]) -> str:
         ],
         rows,
     )
+    lines += _cycles_markdown(strategies)
     pressure = results.get("pressure", {})
     lines += ["## Pressure (KV cache smaller than the working set)", ""]
     if pressure.get("skipped"):

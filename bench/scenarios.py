@@ -145,6 +145,7 @@ def run_strategy(
             f"warmup {prepare_s:.0f} s"
         )
         before = warmup_state(svc, strategy, vllm_url)
+        stream_at = time.time()
         steady = run_stream(svc, workload.steady, seen)
         result["steady"] = {
             "ingest_s": round(ingest_s, 2),
@@ -154,6 +155,7 @@ def run_strategy(
             "after_stream": warmup_state(svc, strategy, vllm_url),
             "summary": summarize(steady),
             "first_sight": summarize([r for r in steady if r.first_sight]),
+            "cycles": cycles_since(svc, stream_at) if strategy.warms else [],
             "requests": [r.to_json() for r in steady],
         }
         log(f"  {strategy.label}: steady {fmt(result['steady']['summary'])}")
@@ -163,7 +165,7 @@ def run_strategy(
         return result
 
     reset_prefix_cache(vllm_url)
-    started = time.perf_counter()
+    started, started_at = time.perf_counter(), time.time()
     with service(vllm_url, data, **strategy.settings) as svc:
         ready_s = time.perf_counter() - started
         asked_before = set(seen)
@@ -173,6 +175,7 @@ def run_strategy(
             "ready_s": round(ready_s, 2),
             "summary": summarize(after),
             "misses": miss_reasons(after, asked_before, registered),
+            "cycles": cycles_since(svc, started_at) if strategy.warms else [],
             "requests": [r.to_json() for r in after],
             "state": warmup_state(svc, strategy, vllm_url),
         }
@@ -220,6 +223,7 @@ def run_change(
     # A context that was never warm has nothing to re-warm: such requests are counted
     # apart, so the re-warm's hit share is not diluted (nor flattered) by them.
     warm_before: set[str] = set()
+    snapshot_at = time.time()
     if strategy.warms:
         entries = entry_queries(svc)
         registry = svc.get("/admin/warmup")["entries"]
@@ -227,7 +231,7 @@ def run_change(
         warm_before = {q for q in questions if context_of(svc, q) in entries}
     prefill_before = svc.metric("warmrag_warm_prefill_tokens_total")
 
-    started = time.perf_counter()
+    started, ingest_at = time.perf_counter(), time.time()
     svc.ingest(docs)
     ingest_ms = (time.perf_counter() - started) * 1000
     cycle: dict[str, Any] = {}
@@ -280,6 +284,9 @@ def run_change(
         ),
         "summary": summary,
         "warm_before": summarize([r for r in records if r.question in warm_before]),
+        # Every cycle from the snapshot of the registry to the window's end (times from
+        # the ingest's start; a hot job can fall in between).
+        "cycles": cycles_since(svc, snapshot_at, ingest_at) if strategy.warms else [],
         "requests": [{**r.to_json(), "warm_before": r.question in warm_before} for r in records],
     }
     log(
@@ -370,6 +377,19 @@ def warm_contexts(svc: Service, changed: dict[str, set[str]]) -> int:
     """How many of the changed entries' new prefixes are warm entries now."""
     registered = {e["fingerprint"] for e in svc.get("/admin/warmup")["entries"]}
     return len({c for new in changed.values() for c in new} & registered)
+
+
+def cycles_since(svc: Service, since: float, origin: float | None = None) -> list[dict[str, Any]]:
+    """The service's cycles begun since ``since`` (epoch s) that did something, with
+    ``at_s`` counted from ``origin`` (default ``since``)."""
+    origin = since if origin is None else origin
+    resp = svc.client.get("/admin/warmup/reports", params={"since": since}, headers=svc.admin)
+    resp.raise_for_status()
+    fields = ("kind", "affected", "rewarmed", "retired", "extended", "warm_requests", "total_ms")
+    return [
+        {"at_s": round(r["started_at"] - origin, 2), **{f: r[f] for f in fields}}
+        for r in resp.json()
+    ]
 
 
 def _cycle(svc: Service) -> list[dict[str, Any]]:

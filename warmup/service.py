@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
@@ -41,6 +41,8 @@ from warmup.warmer import Warmer
 
 log = logging.getLogger(__name__)
 
+REPORT_HISTORY = 200  # cycles that did something, kept for GET /admin/warmup/reports
+
 
 class WarmupConfig(BaseModel):
     strategy: WarmupStrategy = Field(WarmupStrategy.KNOWLEDGE_AWARE, description="What to warm.")
@@ -65,6 +67,7 @@ class CycleReport(BaseModel):
     """What one warmup operation did; every admin action and job returns one."""
 
     kind: str
+    started_at: float = Field(0.0, description="When it began (seconds since the epoch).")
     kb_version: int | None = None
     entries_checked: int = 0
     affected: int = 0
@@ -106,6 +109,7 @@ class WarmupService:
         self.planner = WarmupPlanner(config.steps)
         self.retrievals = RetrievalMemo()
         self.budget: WarmBudget | None = None
+        self.reports: deque[CycleReport] = deque(maxlen=REPORT_HISTORY)
         self.last_report: CycleReport | None = None
         self._lock = asyncio.Lock()
         self._pending: list[ChangeSet] = []
@@ -588,7 +592,9 @@ class WarmupService:
         return await self.llm.kv_usage() > self.config.kv_usage_threshold
 
     def _begin(self, kind: str) -> CycleReport:
-        report = CycleReport(kind=kind, kb_version=self.retriever.kb.version)
+        report = CycleReport(
+            kind=kind, started_at=self.clock(), kb_version=self.retriever.kb.version
+        )
         report.total_ms = time.perf_counter()
         return report
 
@@ -597,7 +603,9 @@ class WarmupService:
         self.metrics.warm_entries.set(self.store.entry_count())
         self.metrics.warm_tokens.set(self.store.warm_tokens())
         self.last_report = report
-        if report.warm_requests or report.retired or report.affected:
+        if report.warm_requests or report.retired or report.affected or report.extended:
+            # Idle sweeps and hot cycles would push the informative ones out.
+            self.reports.append(report)
             log.info("warmup %s", report.model_dump())
         return report
 

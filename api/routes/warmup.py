@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, status
+from fastapi import APIRouter, HTTPException, Query, status
 from pydantic import BaseModel, Field, field_validator
 
 from api.deps import AdminDep, RuntimeDep
@@ -63,6 +63,18 @@ async def registry(runtime: RuntimeDep) -> dict[str, Any]:
         "jobs": runtime.scheduler.jobs() if runtime.scheduler else [],
         "last_report": service.last_report.model_dump() if service.last_report else None,
     }
+
+
+@router.get("/reports", response_model=list[CycleReport])
+async def reports(
+    runtime: RuntimeDep,
+    since: Annotated[
+        float, Query(ge=0, description="Only cycles begun at or after (epoch seconds).")
+    ] = 0.0,
+) -> list[CycleReport]:
+    """Recent cycles that warmed, retired, extended or detected something, oldest first
+    (the service keeps the last few hundred; idle sweeps are not kept)."""
+    return [r for r in _service(runtime).reports if r.started_at >= since]
 
 
 @router.post("", response_model=list[CycleReport])

@@ -179,6 +179,35 @@ def test_detection_never_reembeds_stored_queries(warm_service: Service) -> None:
     assert warm_service.runtime.embedder.texts_embedded == embedded
 
 
+def test_recent_cycles_say_what_each_did(warm_service: Service) -> None:
+    """Operators (and the benchmark) read what ran when: idle cycles are left out."""
+    since = time.time()
+    seed(warm_service, ZORN_Q)
+    warm_service.ingest(
+        topic("zorn", "The river Zorn", "The river Zorn is grey and flows through Kellerby.")
+    )
+    warm_service.warmup_cycle()  # detection, then a sweep and a hot cycle with nothing to do
+    resp = warm_service.client.get(
+        "/admin/warmup/reports", params={"since": since}, headers=warm_service.admin()
+    )
+    assert resp.status_code == 200
+    reports = resp.json()
+    assert [r["kind"] for r in reports] == ["seed", "kb_change"], reports
+    assert reports[0]["warm_requests"] == 1
+    assert reports[1]["affected"] >= 1 and reports[1]["rewarmed"] >= 1
+    assert since <= reports[0]["started_at"] <= reports[1]["started_at"] <= time.time()
+
+    later = warm_service.client.get(
+        "/admin/warmup/reports", params={"since": time.time() + 60}, headers=warm_service.admin()
+    )
+    assert later.json() == []
+    bad = warm_service.client.get(
+        "/admin/warmup/reports", params={"since": -1}, headers=warm_service.admin()
+    )
+    assert bad.status_code == 422 and "since" in bad.text
+    assert warm_service.client.get("/admin/warmup/reports").status_code == 401
+
+
 def test_ttl_expiry_drops_entries_that_are_not_hot(warm_service: Service) -> None:
     # Time is the one thing the test controls: warmup's clock is moved forward.
     service = warm_service

@@ -114,6 +114,24 @@ def test_change_misses_are_told_apart_by_when_they_came() -> None:
     assert "before its re-warm" in why and "left cold" in why
 
 
+def test_cycles_during_a_scenario_are_listed(tmp_path: Path) -> None:
+    data = results()
+    data["strategies"]["s4"]["change"][1]["cycles"] = [
+        {"at_s": -0.4, "kind": "hot", "affected": 0, "rewarmed": 1, "retired": 2,
+         "extended": 0, "warm_requests": 1, "total_ms": 900.0},
+        {"at_s": 1.2, "kind": "kb_change", "affected": 3, "rewarmed": 3, "retired": 0,
+         "extended": 7, "warm_requests": 3, "total_ms": 800.0},
+    ]  # fmt: skip
+    write_report(data, tmp_path)
+    markdown = (tmp_path / "report.md").read_text()
+    assert (
+        "| 4. s | 1 changed | hot at -0.4 s (1 prefills, 2 retired); kb_change at 1.2 s "
+        "(3 prefills, 0 retired, 3 affected, 7 extended) |" in markdown
+    )
+    write_report(results(), tmp_path / "none")
+    assert "Warmup cycles" not in (tmp_path / "none" / "report.md").read_text()
+
+
 def test_missing_strategies_are_reported_not_guessed() -> None:
     data = results()
     del data["strategies"]["s1"]
