@@ -327,7 +327,8 @@ def render_markdown(results: dict[str, Any], targets: Sequence[Target]) -> str:
         f"{', interrupted: partial results' if meta.get('interrupted') else ''}), "
         f"{meta.get('duration_s', 0) / 60:.1f} min on {meta.get('machine', '?')}"
         + (f", commit {meta['commit']}." if meta.get("commit") else "."),
-        f"Workload: {meta.get('corpus', '?')}. Command: `{meta.get('command', 'make bench')}`.",
+        f"Workload: {meta.get('corpus', '?')}. Command: `{meta.get('command', 'make bench')}`"
+        + (f" (arguments: `{meta['argv']}`)." if meta.get("argv") else "."),
         "",
         "## Targets",
         "",

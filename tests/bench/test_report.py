@@ -153,6 +153,11 @@ def test_write_report_writes_json_markdown_and_plots(tmp_path: Path) -> None:
     markdown = (tmp_path / "run" / "report.md").read_text()
     assert "## Targets" in markdown and "| 4. s | 120 |" in markdown
     assert "Skipped: not in this test" in markdown
+    assert "Command: `make bench`." in markdown
+    limited = results()
+    limited["meta"]["argv"] = "--only main"
+    write_report(limited, tmp_path / "limited")
+    assert "(arguments: `--only main`)" in (tmp_path / "limited" / "report.md").read_text()
     assert "![TTFT per strategy](ttft_steady.png)" in markdown
 
 
