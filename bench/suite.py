@@ -1,5 +1,6 @@
 """The whole benchmark suite: ``make bench`` (full, under an hour here) or
-``make bench BENCH_ARGS=--quick`` (a few minutes).
+``make bench BENCH_ARGS=--quick`` (a few minutes: a small workload, the scale and main
+sections only; ``--quick --only scale,main,no-cache,pressure`` runs them all).
 
 Order: scale (no vLLM running), then on one vLLM with prefix caching the floor and
 strategies 1-5, then strategy 0 on a vLLM without prefix caching, then the pressure
@@ -39,6 +40,10 @@ PRESSURE_KV_GIB = 1
 # share explicitly so the planner has something to choose.
 PRESSURE_BUDGET_SHARE = 0.3
 PRESSURE_ZIPF_S = 0.9
+SECTIONS = ("scale", "main", "no-cache", "pressure")
+# Strategy 0 and the pressure runs each need a vLLM of their own (about a minute to
+# start here); the quick run keeps to the one the strategies share.
+QUICK_SECTIONS = ("scale", "main")
 
 
 def log(message: str) -> None:
@@ -59,9 +64,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="vLLM children skip compilation (default with --quick): faster start, slower TTFT",
     )
     parser.add_argument(
-        "--only", default="scale,main,no-cache,pressure", help="comma-separated sections to run"
+        "--only",
+        help="comma-separated sections to run, of " + ",".join(SECTIONS) + " (default: all; "
+        "with --quick " + ",".join(QUICK_SECTIONS) + ", which need one vLLM start, not three)",
     )
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.only is None:
+        args.only = ",".join(QUICK_SECTIONS if args.quick else SECTIONS)
+    unknown = set(args.only.split(",")) - set(SECTIONS)
+    if unknown:
+        known = ", ".join(SECTIONS)
+        parser.error(f"unknown section(s) {', '.join(sorted(unknown))}; known: {known}")
+    return args
 
 
 @contextmanager
@@ -123,6 +137,8 @@ def run_sections(
                     )
     if "pressure" in sections:
         results["pressure"] = run_pressure(args, eager, workload, config, work)
+    else:
+        results["pressure"] = {"skipped": f"not among the sections run ({args.only})"}
 
 
 def source_commit() -> str:
