@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import cached_property
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -48,12 +49,23 @@ class Settings(BaseSettings):
         4, ge=1, description="VLLM_CPU_KVCACHE_SPACE for the child (>= 4 turns warmup on)."
     )
     vllm_max_model_len: int = Field(4096, ge=512)
-    vllm_enforce_eager: bool = Field(False, description="Faster start-up, slightly slower TTFT.")
+    vllm_dtype: Literal["auto", "bfloat16", "float32", "float16"] = Field(
+        "auto", description="auto: bfloat16 where the CPU has it in hardware, else float32."
+    )
+    vllm_enforce_eager: bool | None = Field(
+        None, description="Skip compilation; unset: eager on CPUs without AVX-512."
+    )
     vllm_dev_mode: bool = Field(
         False, description="VLLM_SERVER_DEV_MODE=1 on the child (POST /reset_prefix_cache)."
     )
     vllm_startup_timeout_s: float = Field(600.0, gt=0)
-    llm_timeout_s: float = Field(300.0, gt=0)
+    llm_timeout_s: float = Field(300.0, gt=0, description="Per-read timeout to vLLM.")
+    chat_deadline_s: float = Field(
+        300.0, gt=0, description="A chat's whole answer must come within this (504 after)."
+    )
+    vllm_restart_backoff_max_s: float = Field(
+        60.0, gt=0, description="Longest wait between attempts to restart a dead vLLM child."
+    )
 
     # Generation
     max_tokens: int = Field(256, ge=1, le=2048)

@@ -1,9 +1,9 @@
-"""Everything one warmrag process owns, started and stopped in order.
+"""The composition root: every part of one warmrag process, built and wired here.
 
-The API's lifespan creates one ``Runtime``; routes reach its parts through
-``api.deps``. Start-up that takes long (model provisioning, vLLM's start, the
-sample knowledge base) runs in the background so ``/health`` answers at once and
-``/ready`` reports the phase.
+``Runtime(settings)`` only builds objects; it reads no file and opens no store.
+``open`` (in the app's lifespan, before the first request) opens the stores and
+repairs what a crash left; ``start`` brings vLLM up in the background so
+``/health`` answers at once and ``/ready`` reports the phase; ``stop`` undoes both.
 """
 
 from __future__ import annotations
@@ -11,8 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import threading
-from collections.abc import Callable, Sequence
 from enum import StrEnum
 
 import anyio
@@ -23,17 +21,20 @@ from kg.extract import TripleExtractor
 from kg.store import KnowledgeGraph
 from kg.subgraph import SubgraphSelector
 from rag.chat import ChatEngine
+from rag.cpu import CpuFeatures, VLLMCpuPlan, plan_for
 from rag.embedding import Embedder, shared_embedder
 from rag.graph_sync import GraphSync
 from rag.knowledge_base import KnowledgeBase
-from rag.llm import VLLMClient
+from rag.knowledge_service import KnowledgeService
+from rag.llm import LLMEngine, VLLMClient
 from rag.metrics import ServiceMetrics
 from rag.model import ensure_chat_model
-from rag.models import ChangeSet, DocumentIn
+from rag.models import ChangeSet
 from rag.prompt import PromptBuilder
 from rag.retriever import Retriever
 from rag.sample import load_sample_documents
 from rag.vllm_server import VLLMServer
+from rag.vllm_supervisor import VLLMSupervisor
 from warmup.scheduler import WarmupScheduler
 from warmup.service import WarmupConfig, WarmupService
 from warmup.store import WarmupStore
@@ -50,67 +51,95 @@ class Phase(StrEnum):
     SEEDING_SAMPLE_KB = "seeding_sample_kb"
     WARMING_UP = "warming_up"
     READY = "ready"
+    VLLM_RESTARTING = "vllm_restarting"
     FAILED = "failed"
     STOPPED = "stopped"
 
 
 class Runtime:
-    def __init__(self, settings: Settings, embedder: Embedder | None = None) -> None:
-        self.settings = settings
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        embedder: Embedder | None = None,
+        llm: LLMEngine | None = None,
+    ) -> None:
+        """Build every part; no I/O (``open`` and ``start`` do that).
+
+        ``llm`` replaces the vLLM client (and no child is launched): tests pass a fake.
+        """
+        self.settings = s = settings
         self.metrics = ServiceMetrics()
         self.phase = Phase.STARTING
         self.error: str | None = None
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
         self.embedder = embedder or shared_embedder()
-        self.qdrant = self._open_qdrant()
+
         self.kb = KnowledgeBase(
-            settings.data_dir,
-            self.qdrant,
+            s.data_dir,
+            self._qdrant_client,
             self.embedder,
-            collection=settings.qdrant_collection,
-            chunk_tokens=settings.chunk_tokens,
-            chunk_overlap_tokens=settings.chunk_overlap_tokens,
+            collection=s.qdrant_collection,
+            chunk_tokens=s.chunk_tokens,
+            chunk_overlap_tokens=s.chunk_overlap_tokens,
+            load=False,
         )
-        self.vllm_server: VLLMServer | None = None
-        if settings.vllm_url is None:
-            self.vllm_server = VLLMServer(
-                settings.resolved_model_dir,
-                settings.served_model_name,
-                settings.vllm_port,
-                settings.data_dir / "vllm",
-                kv_cache_gib=settings.vllm_kv_cache_gib,
-                max_model_len=settings.vllm_max_model_len,
-                enforce_eager=settings.vllm_enforce_eager,
-                dev_mode=settings.vllm_dev_mode,
-            )
-        vllm_url = settings.vllm_url or self.vllm_server.url  # type: ignore[union-attr]
-        self.llm = VLLMClient(vllm_url, settings.served_model_name, settings.llm_timeout_s)
-        self.graph = KnowledgeGraph(settings.data_dir / "kg", self.embedder.embed_texts)
-        self.graph_sync = GraphSync(
-            self.kb, self.graph, TripleExtractor() if settings.kg_extraction else None
+        self.graph = KnowledgeGraph(s.data_dir / "kg", self.embedder.embed_texts, load=False)
+        extractor = TripleExtractor() if s.kg_extraction else None
+        self.knowledge = KnowledgeService(
+            self.kb, GraphSync(self.kb, self.graph, extractor, load=False)
         )
-        self.graph_sync.reconcile()
-        self.selector = SubgraphSelector(
-            self.graph, similarity_threshold=settings.kg_similarity_threshold
-        )
-        self._write_lock = threading.Lock()
+        self.knowledge.add_listener(self._on_kb_change)
+        self.selector = SubgraphSelector(self.graph, similarity_threshold=s.kg_similarity_threshold)
+        self.retriever = Retriever(self.kb, self.selector, s.kg_max_triples)
         self.builder = PromptBuilder()
-        self.retriever = Retriever(self.kb, self.selector, settings.kg_max_triples)
+
+        self.cpu_plan: VLLMCpuPlan | None = None
+        self.vllm_server: VLLMServer | None = None
+        self.supervisor: VLLMSupervisor | None = None
+        if llm is None and s.vllm_url is None:
+            self.cpu_plan = plan_for(
+                CpuFeatures.read(),
+                dtype=None if s.vllm_dtype == "auto" else s.vllm_dtype,
+                enforce_eager=s.vllm_enforce_eager,
+            )
+            self.vllm_server = VLLMServer(
+                s.resolved_model_dir,
+                s.served_model_name,
+                s.vllm_port,
+                s.data_dir / "vllm",
+                kv_cache_gib=s.vllm_kv_cache_gib,
+                max_model_len=s.vllm_max_model_len,
+                enforce_eager=self.cpu_plan.enforce_eager,
+                dev_mode=s.vllm_dev_mode,
+                dtype=self.cpu_plan.dtype,
+            )
+            self.supervisor = VLLMSupervisor(
+                self.vllm_server,
+                startup_timeout_s=s.vllm_startup_timeout_s,
+                on_down=self._on_vllm_down,
+                on_restarted=self._on_vllm_restarted,
+                backoff_max_s=s.vllm_restart_backoff_max_s,
+            )
+        vllm_url = s.vllm_url or (self.vllm_server.url if self.vllm_server else "")
+        self.llm: LLMEngine = llm or VLLMClient(vllm_url, s.served_model_name, s.llm_timeout_s)
+
         self.engine = ChatEngine(
             self.retriever,
             self.builder,
             self.llm,
             self.metrics,
-            max_tokens=settings.max_tokens,
-            temperature=settings.temperature,
+            max_tokens=s.max_tokens,
+            temperature=s.temperature,
+            deadline_s=s.chat_deadline_s,
+            available=self._llm_available,
         )
         self.warmup: WarmupService | None = None
         self.scheduler: WarmupScheduler | None = None
-        if settings.warmup_enabled:
+        if s.warmup_enabled:
             self.warmup = self._build_warmup()
             self.engine.observer = self.warmup
         self._startup: asyncio.Task[None] | None = None
-        self.refresh_kb_metrics()
+        self._supervision: asyncio.Task[None] | None = None
 
     def _build_warmup(self) -> WarmupService:
         s = self.settings
@@ -133,12 +162,12 @@ class Runtime:
         warmer = Warmer(
             self.llm, self.engine.activity, self.metrics, max_concurrency=s.warmup_max_concurrency
         )
-        store = WarmupStore(s.data_dir / "warmup.sqlite3")
+        store = WarmupStore(s.data_dir / "warmup.sqlite3", load=False)
         return WarmupService(
             config, store, self.retriever, self.builder, self.llm, warmer, self.metrics
         )
 
-    def _open_qdrant(self) -> QdrantClient:
+    def _qdrant_client(self) -> QdrantClient:
         if self.settings.qdrant_url:
             return QdrantClient(url=self.settings.qdrant_url)
         # Local mode: brute-force search, one client per folder (exclusive lock).
@@ -148,27 +177,12 @@ class Runtime:
     def ready(self) -> bool:
         return self.phase is Phase.READY
 
-    # ----- knowledge-base writes ------------------------------------------------
+    def _llm_available(self) -> bool:
+        return self.phase is not Phase.VLLM_RESTARTING
 
-    def _write(self, operation: Callable[[], ChangeSet]) -> ChangeSet:
-        """One write at a time: the KB, then the graph derived from it."""
-        with self._write_lock:
-            change = operation()
-            if change.changed:
-                self.graph_sync.apply(change)
-        return change
+    # ----- knowledge-base changes -----------------------------------------------------
 
-    async def ingest(self, documents: Sequence[DocumentIn]) -> ChangeSet:
-        change = await anyio.to_thread.run_sync(self._write, lambda: self.kb.upsert(documents))
-        self.on_kb_change(change)
-        return change
-
-    async def delete(self, doc_id: str) -> ChangeSet:
-        change = await anyio.to_thread.run_sync(self._write, lambda: self.kb.delete(doc_id))
-        self.on_kb_change(change)
-        return change
-
-    def on_kb_change(self, change: ChangeSet) -> None:
+    def _on_kb_change(self, change: ChangeSet) -> None:
         """Every ingest and delete ends here: metrics now, warmup's detector later."""
         self.metrics.ingested_documents.labels("added").inc(len(change.added))
         self.metrics.ingested_documents.labels("updated").inc(len(change.updated))
@@ -182,7 +196,19 @@ class Runtime:
         self.metrics.documents.set(len(self.kb.document_ids()))
         self.metrics.kb_version.set(self.kb.version)
 
-    # ----- lifecycle ------------------------------------------------------------
+    # ----- lifecycle ------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Open the stores (embedding model, Qdrant, docstore, graph, warm registry)."""
+        await anyio.to_thread.run_sync(self._open_stores)
+        self.refresh_kb_metrics()
+
+    def _open_stores(self) -> None:
+        self.settings.data_dir.mkdir(parents=True, exist_ok=True)
+        self.embedder.warm_up()
+        self.knowledge.open()
+        if self.warmup is not None:
+            self.warmup.store.open()
 
     def start(self) -> None:
         """Begin start-up in the background (call from the event loop)."""
@@ -197,7 +223,7 @@ class Runtime:
             await self._bring_up_llm()
             if self.settings.seed_sample_kb and not self.kb.document_ids():
                 self.phase = Phase.SEEDING_SAMPLE_KB
-                change = await self.ingest(load_sample_documents())
+                change = await self.knowledge.ingest(load_sample_documents())
                 log.info("seeded the sample knowledge base: %d documents", len(change.added))
             self.phase = Phase.WARMING_UP
             # Tokenizer and one short forward pass: the first real request should
@@ -214,16 +240,22 @@ class Runtime:
                     hot_interval_s=s.warmup_hot_interval_s,
                 )
                 self.scheduler.start()
+            if self.supervisor is not None:
+                self._supervision = asyncio.create_task(
+                    self.supervisor.run(), name="warmrag-vllm-supervisor"
+                )
             self.phase = Phase.READY
             log.info("warmrag is ready")
         except Exception as exc:  # reported by /ready; the process keeps serving /health
             log.exception("start-up failed")
-            self.error = f"{type(exc).__name__}: {exc}"
+            self.error = f"start-up failed in {self.phase.value} ({type(exc).__name__})"
             self.phase = Phase.FAILED
 
     async def _bring_up_llm(self) -> None:
         server = self.vllm_server
         if server is not None:
+            if self.cpu_plan is not None:
+                log.info("vLLM-CPU settings: %s", self.cpu_plan.reason)
             self.phase = Phase.PROVISIONING_MODEL
             await anyio.to_thread.run_sync(ensure_chat_model, self.settings.resolved_model_dir)
             self.phase = Phase.STARTING_VLLM
@@ -235,11 +267,26 @@ class Runtime:
             while not await self.llm.is_healthy():
                 await asyncio.sleep(1.0)
 
+    def _on_vllm_down(self) -> None:
+        self.phase = Phase.VLLM_RESTARTING
+
+    async def _on_vllm_restarted(self) -> None:
+        """A fresh vLLM has an empty prefix cache: count it, and warm the registry again."""
+        try:
+            if self.warmup is not None:
+                await self.warmup.start()  # counts the cold start; hottest entries first
+            else:
+                self.metrics.cold_starts.inc()
+        except Exception:
+            log.exception("re-warming after the vLLM restart failed; chats go on cold")
+        self.phase = Phase.READY
+
     async def stop(self) -> None:
-        if self._startup is not None and not self._startup.done():
-            self._startup.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._startup
+        for task in (self._startup, self._supervision):
+            if task is not None and not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
         if self.scheduler is not None:
             self.scheduler.shutdown()
         if self.warmup is not None:
@@ -248,5 +295,5 @@ class Runtime:
         await self.llm.aclose()
         if self.vllm_server is not None:
             await anyio.to_thread.run_sync(self.vllm_server.stop)
-        self.qdrant.close()
+        self.knowledge.close()
         self.phase = Phase.STOPPED

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 from fastapi.responses import StreamingResponse
 
-from rag.llm import LLMRequestError, LLMUnavailableError
+from rag.llm import LLMError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -24,11 +24,12 @@ def sse(data: Any, event: str | None = None) -> str:
 async def start_stream(
     events: AsyncIterator[T],
     encode: Callable[[T], str],
-    on_error: Callable[[Exception], str],
+    on_error: Callable[[str, str], str],
     tail: str = "",
 ) -> StreamingResponse:
     """Pull the first event before answering, so a vLLM that is down is a 503, not a
-    broken stream; later failures are sent as an error event."""
+    broken stream; later failures end the stream with ``on_error(component, message)``
+    and never with the final event, so a cut-off answer is never marked complete."""
     first = await anext(events)  # errors propagate to the app's exception handlers
 
     async def body() -> AsyncIterator[str]:
@@ -38,9 +39,12 @@ async def start_stream(
                 yield encode(event)
             if tail:
                 yield tail
-        except (LLMUnavailableError, LLMRequestError) as exc:
+        except LLMError as exc:
             log.warning("stream failed: %s", exc)
-            yield on_error(exc)
+            yield on_error("vllm", exc.public)
+        except Exception:
+            log.exception("stream failed")
+            yield on_error("warmrag", "internal error")
         finally:
             await events.aclose()  # type: ignore[attr-defined]
 

@@ -26,6 +26,7 @@ import httpx
 from api.config import Settings
 from api.main import create_app
 from api.server import ThreadedServer, free_port
+from rag.cpu import CpuFeatures, plan_for
 from rag.embedding import shared_embedder
 from rag.llm import TextDelta, VLLMClient
 from rag.model import ensure_chat_model
@@ -57,16 +58,19 @@ def vllm(
 
     Its compile cache lives in ``data/cache/bench-vllm`` so later starts reuse it."""
     model = ensure_chat_model(REPO / "data" / "models" / MODEL_NAME)
+    plan = plan_for(CpuFeatures.read(), enforce_eager=enforce_eager or None)
     server = VLLMServer(
         model,
         MODEL_NAME,
         free_port(),
         REPO / "data" / "cache" / "bench-vllm",
         kv_cache_gib=kv_cache_gib,
-        enforce_eager=enforce_eager,
+        enforce_eager=plan.enforce_eager,
         dev_mode=True,
         prefix_caching=prefix_caching,
+        dtype=plan.dtype,
     )
+    log(f"vLLM: {plan.reason}")
     started = time.perf_counter()
     server.start()
     try:

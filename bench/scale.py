@@ -199,7 +199,7 @@ def measure_retrieval(
             t0 = time.perf_counter()
             while filled < size:
                 count = min(INSERT_BATCH, size - filled)
-                kb._vectors.add(copies(chunks, vectors, filled, count, rng))
+                kb.vectors.add(copies(chunks, vectors, filled, count, rng))
                 filled += count
             insert_s = time.perf_counter() - t0
             for query in queries[:WARMUP_QUERIES]:

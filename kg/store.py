@@ -55,6 +55,7 @@ class KnowledgeGraph:
         *,
         normalizer: EntityNormalizer | None = None,
         autosave: bool = True,
+        load: bool = True,
     ) -> None:
         self._folder = Path(folder)
         self._embed = embed
@@ -67,7 +68,8 @@ class KnowledgeGraph:
         self._node_vectors = EmbeddingTable()
         self._triple_vectors = EmbeddingTable()
         self._snapshot = GraphSnapshot()
-        self._load()
+        if load:
+            self.load()
 
     # -- read side ------------------------------------------------------------------------
 
@@ -305,6 +307,11 @@ class KnowledgeGraph:
             chunk_id=data.get("chunk_id"),
             source=data.get("source", "supplied"),
         )
+
+    def load(self) -> None:
+        """Read the graph from its folder (the constructor does, unless ``load=False``)."""
+        with self._lock:
+            self._load()
 
     def _load(self) -> None:
         for name in (GRAPH_FILE, NODE_VECTORS_FILE, TRIPLE_VECTORS_FILE):

@@ -11,7 +11,15 @@ from typing import Protocol
 
 import anyio
 
-from rag.llm import LLMRequestError, LLMUnavailableError, TextDelta, Usage, VLLMClient
+from rag.llm import (
+    LLMBadResponseError,
+    LLMEngine,
+    LLMRequestError,
+    LLMTimeoutError,
+    LLMUnavailableError,
+    TextDelta,
+    Usage,
+)
 from rag.metrics import ServiceMetrics
 from rag.models import Passage
 from rag.prompt import Message, PromptBuilder, PromptPrefix
@@ -95,6 +103,28 @@ class ChatResult:
     finish_reason: str = "stop"
 
 
+async def _within(
+    events: AsyncIterator[TextDelta | Usage], deadline: float
+) -> AsyncIterator[TextDelta | Usage]:
+    """Pass ``events`` through until ``deadline`` (a ``perf_counter`` time), then give up."""
+    try:
+        while True:
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0:
+                raise LLMTimeoutError("vLLM did not finish the answer within the chat deadline")
+            try:
+                event = await asyncio.wait_for(anext(events), remaining)
+            except StopAsyncIteration:
+                return
+            except TimeoutError:
+                raise LLMTimeoutError(
+                    "vLLM did not finish the answer within the chat deadline"
+                ) from None
+            yield event
+    finally:
+        await events.aclose()  # type: ignore[attr-defined]
+
+
 def _ms(since: float) -> float:
     return round((time.perf_counter() - since) * 1000, 2)
 
@@ -106,13 +136,17 @@ class ChatEngine:
         self,
         retriever: Retriever,
         builder: PromptBuilder,
-        llm: VLLMClient,
+        llm: LLMEngine,
         metrics: ServiceMetrics,
         *,
         max_tokens: int = 256,
         temperature: float = 0.0,
         observer: ChatObserver | None = None,
+        deadline_s: float = 300.0,
+        available: Callable[[], bool] = lambda: True,
     ) -> None:
+        """``deadline_s`` bounds a whole answer (a hung vLLM can trickle forever under a
+        per-read timeout); ``available`` says False while vLLM is being restarted."""
         self.retriever = retriever
         self.builder = builder
         self.llm = llm
@@ -120,6 +154,8 @@ class ChatEngine:
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.observer = observer
+        self.deadline_s = deadline_s
+        self.available = available
         self.activity = ChatActivity()
 
     async def stream(
@@ -138,6 +174,9 @@ class ChatEngine:
         """
         started = time.perf_counter()
         outcome = "error"
+        if not self.available():
+            self.metrics.requests.labels(endpoint, "llm_unavailable").inc()
+            raise LLMUnavailableError("vLLM is restarting")
         self.activity.enter()
         try:
             retrieval = await anyio.to_thread.run_sync(self.retriever.retrieve, question, top_k)
@@ -146,11 +185,12 @@ class ChatEngine:
             ttft_ms: float | None = None
             parts: list[str] = []
             usage = Usage()
-            async for event in self.llm.stream_chat(
+            llm_events = self.llm.stream_chat(
                 prompt.messages,
                 max_tokens=max_tokens or self.max_tokens,
                 temperature=self.temperature if temperature is None else temperature,
-            ):
+            )
+            async for event in _within(llm_events, started + self.deadline_s):
                 if isinstance(event, TextDelta):
                     if ttft_ms is None:
                         ttft_ms = _ms(started)
@@ -181,8 +221,14 @@ class ChatEngine:
                 if usage.completion_tokens >= (max_tokens or self.max_tokens)
                 else "stop",
             )
+        except LLMTimeoutError:
+            outcome = "llm_timeout"
+            raise
         except LLMUnavailableError:
             outcome = "llm_unavailable"
+            raise
+        except LLMBadResponseError:
+            outcome = "llm_bad_response"
             raise
         except LLMRequestError:
             outcome = "rejected"

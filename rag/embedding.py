@@ -39,21 +39,35 @@ class Embedder:
         # vLLM-CPU pins its worker to one core and spins there between steps; a
         # second torch thread in this process would fight it for that core and make
         # every query embedding ~10x slower. One thread uses the core vLLM leaves free.
-        torch.set_num_threads(threads)
-        self.model_path = model_path or bundled_model_path()
-        # Loading by path makes no hub call (HF_HUB_OFFLINE=1 is set by the launcher).
-        self.model = SentenceTransformer(str(self.model_path), device="cpu")
+        self._threads = threads
+        self.model_path = model_path
         self.batch_size = batch_size
         self._lock = threading.Lock()
+        self._model: SentenceTransformer | None = None
         self.texts_embedded = 0
+
+    def warm_up(self) -> None:
+        """Load the model (a few seconds); the first embedding call does it otherwise."""
+        with self._lock:
+            if self._model is None:
+                torch.set_num_threads(self._threads)
+                self.model_path = self.model_path or bundled_model_path()
+                # Loading by path makes no hub call (HF_HUB_OFFLINE=1 is set by the launcher).
+                self._model = SentenceTransformer(str(self.model_path), device="cpu")
+
+    @property
+    def model(self) -> SentenceTransformer:
+        if self._model is None:
+            self.warm_up()
+        assert self._model is not None
+        return self._model
 
     @property
     def tokenizer(self) -> Callable[[str], list[int]]:
         """The model's own tokenizer, so chunk sizes are counted in its word-pieces."""
-        tok = self.model.tokenizer
 
         def encode(text: str) -> list[int]:
-            return list(tok.encode(text, add_special_tokens=True))
+            return list(self.model.tokenizer.encode(text, add_special_tokens=True))
 
         return encode
 
@@ -61,9 +75,10 @@ class Embedder:
         """Rows are L2-normalized float32 vectors, one per text."""
         if not texts:
             return np.zeros((0, EMBEDDING_DIM), dtype=np.float32)
+        model = self.model
         with self._lock:
             self.texts_embedded += len(texts)
-            vectors = self.model.encode(
+            vectors = model.encode(
                 list(texts),
                 batch_size=self.batch_size,
                 normalize_embeddings=True,
@@ -78,5 +93,5 @@ class Embedder:
 
 @lru_cache(maxsize=1)
 def shared_embedder() -> Embedder:
-    """The process-wide embedder (loading the model takes a few seconds)."""
+    """The process-wide embedder; its model loads on ``warm_up`` or first use."""
     return Embedder()

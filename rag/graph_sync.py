@@ -28,14 +28,26 @@ SYNC_FILE = "synced_documents.json"
 
 class GraphSync:
     def __init__(
-        self, kb: KnowledgeBase, graph: KnowledgeGraph, extractor: TripleExtractor | None
+        self,
+        kb: KnowledgeBase,
+        graph: KnowledgeGraph,
+        extractor: TripleExtractor | None,
+        *,
+        load: bool = True,
     ) -> None:
         self.kb = kb
         self.graph = graph
         self.extractor = extractor
         self._path = graph.folder / SYNC_FILE
         self._lock = threading.Lock()
-        self._synced: dict[str, str] = self._load()
+        self._synced: dict[str, str] = {}
+        if load:
+            self.open()
+
+    def open(self) -> None:
+        """Read which document versions the graph reflects."""
+        with self._lock:
+            self._synced = self._load()
 
     def _load(self) -> dict[str, str]:
         if not self._path.exists():

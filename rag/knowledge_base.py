@@ -1,10 +1,12 @@
 """The knowledge base: chunks in Qdrant, document hashes in a llama-index docstore.
 
-Write order keeps the store consistent across a crash at any point:
-new chunks are added first, then the docstore (with the KB version) is replaced
-atomically, then the old chunks are deleted. ``reconcile`` (run at open) removes
-whatever a crash left behind: chunks whose content hash is not the docstore's
-current one for their document.
+The docstore file is the commit point. Write order keeps the store consistent
+across a crash at any point: new chunks are added first, then the docstore (with
+the KB version) is replaced atomically, then the old chunks are deleted. Until
+that last step, and if it fails, Qdrant holds chunks no committed document owns
+("orphans"): retrieval never returns them (each hit's document hash is checked
+against the docstore), and ``reconcile`` (run at open, and after a write whose
+clean-up failed) removes them.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import json
 import logging
 import threading
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,7 @@ from qdrant_client import QdrantClient
 
 from kg.persist import atomic_write
 from rag.embedding import Embedder
+from rag.faults import checkpoint
 from rag.ingest import (
     CHUNK_INDEX_KEY,
     DOC_HASH_KEY,
@@ -61,24 +64,59 @@ class KnowledgeBase:
     def __init__(
         self,
         data_dir: Path,
-        client: QdrantClient,
+        client: QdrantClient | Callable[[], QdrantClient],
         embedder: Embedder,
         *,
         collection: str = "warmrag",
         chunk_tokens: int = 200,
         chunk_overlap_tokens: int = 20,
+        load: bool = True,
     ) -> None:
+        """``client`` may be a factory, called by ``open``; ``load=False`` defers all
+        I/O (reading the docstore, opening Qdrant, reconciling) to ``open``."""
         self._dir = data_dir
-        self._dir.mkdir(parents=True, exist_ok=True)
         self._state_path = data_dir / "docstore.json"
-        self._client = client
+        self._client_source = client
+        self._client: QdrantClient | None = None
         self._collection = collection
         self._embedder = embedder
-        self._vectors = QdrantVectorStore(collection_name=collection, client=client)
+        self._vectors: QdrantVectorStore | None = None
         self._pipeline = build_pipeline(embedder, chunk_tokens, chunk_overlap_tokens)
         self._lock = threading.RLock()
-        self._docstore, self._version, self._triples = self._load_state()
-        self.reconcile()
+        self._docstore, self._version = SimpleDocumentStore(), 0
+        self._triples: dict[str, list[list[str]]] = {}
+        self._needs_reconcile = False
+        if load:
+            self.open()
+
+    def open(self) -> None:
+        """Open Qdrant, read the docstore, and remove what an interrupted write left."""
+        with self._lock:
+            if self._client is not None:
+                return
+            self._dir.mkdir(parents=True, exist_ok=True)
+            source = self._client_source
+            self._client = source if isinstance(source, QdrantClient) else source()
+            self._vectors = QdrantVectorStore(collection_name=self._collection, client=self._client)
+            self._docstore, self._version, self._triples = self._load_state()
+            self.reconcile()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._client is not None:
+                self._client.close()
+
+    @property
+    def client(self) -> QdrantClient:
+        if self._client is None:
+            raise RuntimeError("the knowledge base is not open yet")
+        return self._client
+
+    @property
+    def vectors(self) -> QdrantVectorStore:
+        if self._vectors is None:
+            raise RuntimeError("the knowledge base is not open yet")
+        return self._vectors
 
     # ----- state --------------------------------------------------------------
 
@@ -131,7 +169,7 @@ class KnowledgeBase:
         return [(n.node_id, n.get_content(metadata_mode=MetadataMode.NONE)) for n in nodes]
 
     def _collection_exists(self) -> bool:
-        return bool(self._client.collection_exists(self._collection))
+        return bool(self.client.collection_exists(self._collection))
 
     # ----- writes -------------------------------------------------------------
 
@@ -159,6 +197,7 @@ class KnowledgeBase:
                 return ChangeSet(unchanged=unchanged, kb_version=self._version)
 
             nodes = list(self._pipeline.run(documents=todo))
+            checkpoint("ingest.embedded")
 
             old_chunks = [c for doc_id in updated for c in self.chunk_ids(doc_id)]
             try:
@@ -166,9 +205,10 @@ class KnowledgeBase:
             except BaseException:
                 self._rollback()
                 raise
+            checkpoint("ingest.committed")
             stale = sorted(set(old_chunks) - {n.node_id for n in nodes})
-            if stale:
-                self._vectors.delete_nodes(stale)
+            self._remove_chunks(stale)
+            checkpoint("ingest.old_chunks_removed")
             return ChangeSet(
                 added=added,
                 updated=updated,
@@ -187,7 +227,8 @@ class KnowledgeBase:
         self, docs: list[Any], nodes: list[BaseNode], triples: dict[str, list[list[str]]]
     ) -> None:
         """Add the new chunks, then make the new document versions current on disk."""
-        self._vectors.add(nodes)
+        self.vectors.add(nodes)
+        checkpoint("ingest.vectors_added")
         for doc in docs:
             self._docstore.delete_ref_doc(doc.id_, raise_error=False)
             self._docstore.set_document_hash(doc.id_, doc.metadata[DOC_HASH_KEY])
@@ -201,9 +242,41 @@ class KnowledgeBase:
         self._save_state()
 
     def _rollback(self) -> None:
-        """After a failed write: back to what is on disk, minus any orphaned chunks."""
+        """After a failed write: back to what is on disk, minus any orphaned chunks.
+
+        If Qdrant cannot remove them now, retrieval still hides them and the next
+        ``reconcile`` removes them."""
         self._docstore, self._version, self._triples = self._load_state()
-        self.reconcile()
+        try:
+            self.reconcile()
+        except Exception:
+            log.exception("rollback: orphaned chunks stay hidden until the next reconcile")
+            self._needs_reconcile = True
+
+    def _remove_chunks(self, chunk_ids: Sequence[str]) -> None:
+        """Clean-up after a commit: the write has happened, so a failure here only
+        leaves orphans (hidden from retrieval) for ``reconcile_if_needed``."""
+        if not chunk_ids:
+            return
+        try:
+            if self._collection_exists():
+                self.vectors.delete_nodes(list(chunk_ids))
+        except Exception:
+            log.exception("removing %d old chunks failed; retried later", len(chunk_ids))
+            self._needs_reconcile = True
+
+    @property
+    def needs_reconcile(self) -> bool:
+        """A clean-up failed: orphaned chunks are hidden but still stored."""
+        return self._needs_reconcile
+
+    def reconcile_if_needed(self) -> int:
+        with self._lock:
+            if not self._needs_reconcile:
+                return 0
+            removed = self.reconcile()
+            self._needs_reconcile = False
+            return removed
 
     def delete(self, doc_id: str) -> ChangeSet:
         with self._lock:
@@ -220,8 +293,9 @@ class KnowledgeBase:
             except BaseException:
                 self._rollback()
                 raise
-            if chunks and self._collection_exists():
-                self._vectors.delete_nodes(chunks)
+            checkpoint("delete.committed")
+            self._remove_chunks(chunks)
+            checkpoint("delete.chunks_removed")
             return ChangeSet(deleted=[doc_id], removed_chunk_ids=chunks, kb_version=self._version)
 
     def _drop_hash(self, doc_id: str) -> None:
@@ -238,7 +312,7 @@ class KnowledgeBase:
             stale: list[Any] = []
             offset = None
             while True:
-                points, offset = self._client.scroll(
+                points, offset = self.client.scroll(
                     self._collection,
                     with_payload=["doc_id", DOC_HASH_KEY],
                     with_vectors=False,
@@ -256,35 +330,47 @@ class KnowledgeBase:
                 log.warning(
                     "reconcile: removing %d chunks left by an interrupted write", len(stale)
                 )
-                self._client.delete(self._collection, points_selector=stale)
+                self.client.delete(self._collection, points_selector=stale)
             return len(stale)
 
     # ----- reads --------------------------------------------------------------
 
     def retrieve(self, query_embedding: np.ndarray, top_k: int = 3) -> list[Passage]:
-        """Top-k chunks by cosine similarity, best first."""
+        """Top-k chunks by cosine similarity, best first.
+
+        A chunk whose document hash is not the docstore's current one (left by a
+        write that crashed or whose clean-up failed) is skipped: deleted or replaced
+        text is never retrievable, whatever Qdrant still holds."""
         with self._lock:
             if not self._collection_exists():
                 return []
-            result = self._vectors.query(
-                VectorStoreQuery(query_embedding=query_embedding.tolist(), similarity_top_k=top_k)
+            fetch = top_k + (16 if self._needs_reconcile else 2)
+            result = self.vectors.query(
+                VectorStoreQuery(query_embedding=query_embedding.tolist(), similarity_top_k=fetch)
             )
+            current = {
+                d: self._docstore.get_document_hash(d)
+                for d in {n.ref_doc_id or "" for n in result.nodes or []}
+            }
         passages = []
         for node, score in zip(result.nodes or [], result.similarities or [], strict=False):
+            doc_id = node.ref_doc_id or ""
+            if current.get(doc_id) is None or current[doc_id] != node.metadata.get(DOC_HASH_KEY):
+                continue
             text = node.get_content(metadata_mode=MetadataMode.NONE)
             passages.append(
                 Passage(
-                    doc_id=node.ref_doc_id or "",
+                    doc_id=doc_id,
                     chunk_id=node.node_id,
                     text=text,
                     score=round(float(score), 6),
                     content_hash=text_hash(text),
                 )
             )
-        return passages
+        return passages[:top_k]
 
     def count_chunks(self) -> int:
         with self._lock:
             if not self._collection_exists():
                 return 0
-            return int(self._client.count(self._collection, exact=True).count)
+            return int(self.client.count(self._collection, exact=True).count)

@@ -1,4 +1,8 @@
-"""Client for a vLLM OpenAI-compatible server: chat streams, prefills, cache facts."""
+"""Client for a vLLM OpenAI-compatible server: chat streams, prefills, cache facts.
+
+``LLMEngine`` is what the rest of warmrag needs of vLLM; ``VLLMClient`` is the real
+one, and tests put a fake engine (prefix blocks, evictions, failures) behind it.
+"""
 
 from __future__ import annotations
 
@@ -6,19 +10,46 @@ import json
 import re
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
 from rag.prompt import Message
 
 
-class LLMUnavailableError(RuntimeError):
+class LLMError(RuntimeError):
+    """Something went wrong on vLLM's side of a request.
+
+    The message is for the log (it may name URLs); ``public`` is what a client sees.
+    """
+
+    status_code = 503
+    public = "vLLM is unavailable"
+
+
+class LLMUnavailableError(LLMError):
     """vLLM could not be reached or failed on its side (the API answers 503)."""
 
 
-class LLMRequestError(RuntimeError):
+class LLMTimeoutError(LLMUnavailableError):
+    """vLLM did not finish within the chat's deadline (the API answers 504)."""
+
+    status_code = 504
+    public = "vLLM did not answer within the deadline"
+
+
+class LLMBadResponseError(LLMError):
+    """vLLM answered with something that is not a valid OpenAI stream (502)."""
+
+    status_code = 502
+    public = "vLLM sent a malformed response"
+
+
+class LLMRequestError(LLMError):
     """vLLM rejected the request itself, e.g. a prompt longer than the context."""
+
+    status_code = 422
+    public = "vLLM rejected the request"
 
 
 @dataclass(frozen=True)
@@ -54,6 +85,19 @@ def _label(text: str, name: str) -> str | None:
 _KV_USAGE_RE = re.compile(r"^vllm:kv_cache_usage_perc\{[^}]*\} ([0-9.eE+-]+)$", re.MULTILINE)
 
 
+def _parse_chunk(data: str) -> dict[str, Any]:
+    """One ``data:`` payload of vLLM's stream; an ``error`` object or bad JSON is a 502."""
+    try:
+        chunk = json.loads(data)
+    except ValueError:
+        raise LLMBadResponseError(f"vLLM sent a line that is not JSON: {data[:200]!r}") from None
+    if not isinstance(chunk, dict):
+        raise LLMBadResponseError(f"vLLM sent a chunk that is not an object: {data[:200]!r}")
+    if chunk.get("error"):
+        raise LLMBadResponseError(f"vLLM reported an error mid-stream: {data[:500]}")
+    return chunk
+
+
 def _usage(raw: dict[str, Any] | None) -> Usage:
     raw = raw or {}
     details = raw.get("prompt_tokens_details") or {}
@@ -62,6 +106,28 @@ def _usage(raw: dict[str, Any] | None) -> Usage:
         completion_tokens=int(raw.get("completion_tokens") or 0),
         cached_tokens=int(details.get("cached_tokens") or 0),
     )
+
+
+class LLMEngine(Protocol):
+    """What warmrag needs of a vLLM server (chat, warmup, readiness)."""
+
+    def stream_chat(
+        self, messages: Sequence[Message], *, max_tokens: int, temperature: float
+    ) -> AsyncIterator[TextDelta | Usage]:
+        """Yield text deltas as they are generated, then one ``Usage``."""
+        ...
+
+    async def prefill(self, messages: Sequence[Message]) -> Usage:
+        """Compute and cache the KV blocks of a prompt prefix."""
+        ...
+
+    async def cache_config(self) -> CacheConfig: ...
+
+    async def kv_usage(self) -> float: ...
+
+    async def is_healthy(self) -> bool: ...
+
+    async def aclose(self) -> None: ...
 
 
 class VLLMClient:
@@ -73,14 +139,18 @@ class VLLMClient:
         self._http = httpx.AsyncClient(
             base_url=self.base_url, timeout=httpx.Timeout(timeout_s, connect=5.0)
         )
+        # Health and metrics get their own connections: a chat pool full of hung
+        # streams must not make /ready (or the warm budget's KV reading) hang too.
+        self._probe = httpx.AsyncClient(base_url=self.base_url, timeout=5.0)
         self._cache_config: CacheConfig | None = None
 
     async def aclose(self) -> None:
         await self._http.aclose()
+        await self._probe.aclose()
 
     async def is_healthy(self) -> bool:
         try:
-            return (await self._http.get("/health", timeout=3.0)).status_code == 200
+            return (await self._probe.get("/health", timeout=3.0)).status_code == 200
         except httpx.HTTPError:
             return False
 
@@ -98,24 +168,29 @@ class VLLMClient:
             stream=True,
             stream_options={"include_usage": True},
         )
+        done = False
         try:
             async with self._http.stream("POST", "/v1/chat/completions", json=body) as resp:
                 await self._raise_for_status(resp)
                 async for line in resp.aiter_lines():
-                    if not line.startswith("data: "):
-                        continue
-                    data = line[6:]
+                    if not line.startswith("data:"):
+                        continue  # SSE comments, event names and blank separators
+                    data = line[5:].strip()
                     if data == "[DONE]":
+                        done = True
                         break
-                    chunk = json.loads(data)
+                    chunk = _parse_chunk(data)
                     for choice in chunk.get("choices") or []:
-                        text = (choice.get("delta") or {}).get("content")
-                        if text:
+                        text = ((choice or {}).get("delta") or {}).get("content")
+                        if isinstance(text, str) and text:
                             yield TextDelta(text)
                     if chunk.get("usage"):
                         yield _usage(chunk["usage"])
         except httpx.HTTPError as exc:
             raise LLMUnavailableError(f"vLLM at {self.base_url} is unreachable: {exc!r}") from exc
+        if not done:
+            # The connection closed before vLLM said it was finished (a crash mid-answer).
+            raise LLMUnavailableError("vLLM's stream ended before [DONE]")
 
     async def prefill(self, messages: Sequence[Message]) -> Usage:
         """Compute and cache the KV blocks of ``messages`` (a prompt prefix).
@@ -129,7 +204,11 @@ class VLLMClient:
         except httpx.HTTPError as exc:
             raise LLMUnavailableError(f"vLLM at {self.base_url} is unreachable: {exc!r}") from exc
         await self._raise_for_status(resp)
-        return _usage(resp.json().get("usage"))
+        try:
+            body = resp.json()
+        except ValueError:
+            raise LLMBadResponseError("vLLM answered a prefill with non-JSON") from None
+        return _usage(body.get("usage") if isinstance(body, dict) else None)
 
     async def _raise_for_status(self, resp: httpx.Response) -> None:
         if resp.status_code < 400:
@@ -142,7 +221,7 @@ class VLLMClient:
 
     async def metrics_text(self) -> str:
         try:
-            resp = await self._http.get("/metrics", timeout=5.0)
+            resp = await self._probe.get("/metrics", timeout=5.0)
             resp.raise_for_status()
         except httpx.HTTPError as exc:
             raise LLMUnavailableError(f"vLLM metrics unavailable: {exc!r}") from exc

@@ -51,6 +51,7 @@ class VLLMServer:
         enforce_eager: bool = False,
         dev_mode: bool = False,
         prefix_caching: bool = True,
+        dtype: str = "bfloat16",
     ) -> None:
         self.model_dir = model_dir
         self.served_model_name = served_model_name
@@ -62,6 +63,7 @@ class VLLMServer:
         self.enforce_eager = enforce_eager
         self.dev_mode = dev_mode
         self.prefix_caching = prefix_caching
+        self.dtype = dtype
         self._proc: subprocess.Popen[bytes] | None = None
         self._log_file: Path = work_dir / "vllm.log"
 
@@ -80,7 +82,7 @@ class VLLMServer:
             "--served-model-name", self.served_model_name,
             "--host", self.host,
             "--port", str(self.port),
-            "--dtype", "bfloat16",
+            "--dtype", self.dtype,
             "--max-model-len", str(self.max_model_len),
             "--enable-prefix-caching" if self.prefix_caching else "--no-enable-prefix-caching",
             "--enable-prompt-tokens-details",
@@ -132,6 +134,14 @@ class VLLMServer:
 
     def is_running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def returncode(self) -> int | None:
+        return self._proc.returncode if self._proc is not None else None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
 
     def wait_ready(self, timeout_s: float = 600.0) -> None:
         """Block until ``/health`` answers 200, the child dies, or the timeout passes."""

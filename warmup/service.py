@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 from pydantic import BaseModel, Field
 
-from rag.llm import Usage, VLLMClient
+from rag.llm import LLMEngine, Usage
 from rag.metrics import ServiceMetrics
 from rag.models import ChangeSet
 from rag.prompt import PromptBuilder, PromptPrefix
@@ -91,7 +91,7 @@ class WarmupService:
         store: WarmupStore,
         retriever: Retriever,
         builder: PromptBuilder,
-        llm: VLLMClient,
+        llm: LLMEngine,
         warmer: Warmer,
         metrics: ServiceMetrics,
         *,

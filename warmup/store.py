@@ -71,19 +71,36 @@ class QueryMatrix:
 class WarmupStore:
     """Thread-safe; one connection, serialized by a lock (writes are small and rare)."""
 
-    def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(_SCHEMA)
+    def __init__(self, path: Path, *, load: bool = True) -> None:
+        self._path = path
+        self._conn: sqlite3.Connection | None = None
         self._lock = threading.RLock()
         self._matrix: QueryMatrix | None = None
         self._index: EntryIndex | None = None
+        if load:
+            self.open()
+
+    def open(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                return
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(self._path, check_same_thread=False, isolation_level=None)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.executescript(_SCHEMA)
+            self._conn = db
+
+    @property
+    def _db(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise RuntimeError("the warmup store is not open yet")
+        return self._conn
 
     def close(self) -> None:
         with self._lock:
-            self._db.close()
+            if self._conn is not None:
+                self._conn.close()
 
     # ----- queries ------------------------------------------------------------------
 

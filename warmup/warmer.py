@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from rag.chat import ChatActivity
-from rag.llm import Usage, VLLMClient
+from rag.llm import LLMEngine, Usage
 from rag.metrics import ServiceMetrics
 from rag.prompt import PromptPrefix
 
@@ -22,7 +22,7 @@ class Warmer:
 
     def __init__(
         self,
-        llm: VLLMClient,
+        llm: LLMEngine,
         activity: ChatActivity,
         metrics: ServiceMetrics,
         *,

@@ -49,6 +49,10 @@ async def chat(request: ChatRequest, engine: EngineDep) -> ChatResponse | Stream
     if request.stream:
         events = engine.stream(request.question, top_k=request.top_k, endpoint="chat_stream")
         return await start_stream(
-            events, _encode, lambda exc: sse({"error": str(exc)}, event="error")
+            events,
+            _encode,
+            lambda component, message: sse(
+                {"error": message, "component": component}, event="error"
+            ),
         )
     return to_response(await engine.answer(request.question, top_k=request.top_k))

@@ -69,7 +69,9 @@ async def chat_completions(
         return await start_stream(
             engine.stream(request.question, endpoint="openai_stream", **options),
             encode,
-            lambda exc: sse({"error": {"message": str(exc), "type": "server_error"}}),
+            lambda component, message: sse(
+                {"error": {"message": message, "type": "server_error", "component": component}}
+            ),
             tail=sse("[DONE]"),
         )
 

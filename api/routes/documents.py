@@ -15,7 +15,7 @@ router = APIRouter(prefix="/admin/documents", tags=["admin"], dependencies=[Admi
 @router.post("", response_model=IngestResponse)
 async def ingest(request: IngestRequest, runtime: RuntimeDep) -> IngestResponse:
     """Upsert by content hash: unchanged documents are skipped and embed nothing."""
-    change = await runtime.ingest(request.documents)
+    change = await runtime.knowledge.ingest(request.documents)
     return IngestResponse(
         added=change.added,
         updated=change.updated,
@@ -37,7 +37,7 @@ async def delete_document(
     runtime: RuntimeDep, doc_id: str = Path(pattern=DOC_ID_PATTERN)
 ) -> DeleteResponse:
     try:
-        change = await runtime.delete(doc_id)
+        change = await runtime.knowledge.delete(doc_id)
     except DocumentNotFoundError:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no document with id {doc_id!r}") from None
     return DeleteResponse(

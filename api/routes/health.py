@@ -26,8 +26,15 @@ async def ready(runtime: RuntimeDep) -> JSONResponse:
         if await runtime.llm.is_healthy():
             body.ready = True
         else:
-            body.detail = f"vLLM at {runtime.llm.base_url} is not answering"
+            body.detail = "vLLM is not answering"
     body.extra = {"kb_version": runtime.kb.version, "documents": len(runtime.kb.document_ids())}
+    if runtime.cpu_plan is not None:
+        plan = runtime.cpu_plan
+        body.extra["vllm"] = {
+            "dtype": plan.dtype,
+            "enforce_eager": plan.enforce_eager,
+            "reason": plan.reason,
+        }
     return JSONResponse(body.model_dump(), status_code=200 if body.ready else 503)
 
 

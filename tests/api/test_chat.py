@@ -6,7 +6,7 @@ import asyncio
 import json
 
 from rag.llm import VLLMClient
-from tests.conftest import Service
+from tests.conftest import MODEL_NAME, Service
 
 DOCS = [
     {
@@ -145,7 +145,7 @@ def test_warm_prefix_is_reused_by_a_chat_with_a_new_question(service: Service) -
     prefix = runtime.builder.prefix(retrieval.passages, retrieval.triples)
 
     async def warm() -> tuple[int, int]:
-        llm = VLLMClient(runtime.llm.base_url, runtime.llm.model)
+        llm = VLLMClient(service.settings.vllm_url or "", MODEL_NAME)
         try:
             usage = await llm.prefill(prefix.messages)
             return usage.prompt_tokens, await llm.block_size()

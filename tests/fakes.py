@@ -1,0 +1,141 @@
+"""A fake vLLM engine behind ``rag.llm.LLMEngine``, for logic a real server cannot
+reach quickly or at all: evictions on demand, crashes, hangs and malformed output.
+
+It models what warmup depends on: prompts are token sequences (one token per
+whitespace-separated word, plus one per role marker), KV blocks of ``block_size``
+tokens are cached under the hash of everything before them (as vLLM's automatic
+prefix caching does), only full blocks are reused, and the least recently used
+block is evicted when the cache is full. A prefill's tokens are an exact prefix
+of a chat's tokens for the same messages followed by a question.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+
+from rag.llm import (
+    CacheConfig,
+    LLMBadResponseError,
+    LLMUnavailableError,
+    TextDelta,
+    Usage,
+)
+from rag.prompt import Message
+
+
+def tokens_of(messages: Sequence[Message], *, generation_prompt: bool) -> list[str]:
+    tokens: list[str] = []
+    for message in messages:
+        tokens.append(f"<{message['role']}>")
+        tokens.extend(message["content"].split())
+    if generation_prompt:
+        tokens.append("<assistant>")
+    return tokens
+
+
+@dataclass
+class FakeEngine:
+    """An in-process stand-in for vLLM; every fault is switched on by the test."""
+
+    block_size: int = 4
+    num_blocks: int = 256
+    #: What the cache "lives in": 4 GiB is the tier where warmup may use 30% of it.
+    memory_bytes: int = 4 * 1024**3
+    answer: str = "The answer is in the passages [1]."
+    #: Raise ``LLMUnavailableError`` on every call (the server is down).
+    down: bool = False
+    #: Block every chat until ``release`` is set (the server hangs).
+    hang: bool = False
+    #: Stop a stream after this many deltas without finishing it (a crash mid-answer).
+    crash_after_deltas: int | None = None
+    #: Send this malformed payload instead of the first delta.
+    malformed: str | None = None
+    prefills: list[list[str]] = field(default_factory=list)
+    chats: list[list[str]] = field(default_factory=list)
+    release: asyncio.Event = field(default_factory=asyncio.Event)
+    _blocks: OrderedDict[int, None] = field(default_factory=OrderedDict)
+
+    # ----- the cache model ----------------------------------------------------------
+
+    def _block_hashes(self, tokens: list[str]) -> list[int]:
+        hashes, parent = [], 0
+        for start in range(0, len(tokens) - self.block_size + 1, self.block_size):
+            parent = hash((parent, tuple(tokens[start : start + self.block_size])))
+            hashes.append(parent)
+        return hashes
+
+    def _run(self, tokens: list[str]) -> Usage:
+        """Serve ``tokens``: reuse the cached leading blocks, cache the rest (LRU)."""
+        hashes = self._block_hashes(tokens)
+        cached = 0
+        for h in hashes:
+            if h not in self._blocks:
+                break
+            cached += 1
+        for h in hashes:
+            self._blocks[h] = None
+            self._blocks.move_to_end(h)
+        while len(self._blocks) > self.num_blocks:
+            self._blocks.popitem(last=False)
+        return Usage(prompt_tokens=len(tokens), cached_tokens=cached * self.block_size)
+
+    def evict_all(self) -> None:
+        """Drop every cached block (what a vLLM restart does)."""
+        self._blocks.clear()
+
+    def is_cached(self, messages: Sequence[Message]) -> bool:
+        hashes = self._block_hashes(tokens_of(messages, generation_prompt=False))
+        return bool(hashes) and all(h in self._blocks for h in hashes)
+
+    # ----- LLMEngine ----------------------------------------------------------------
+
+    def _check_up(self) -> None:
+        if self.down:
+            raise LLMUnavailableError("fake vLLM is down")
+
+    async def stream_chat(
+        self, messages: Sequence[Message], *, max_tokens: int, temperature: float
+    ) -> AsyncIterator[TextDelta | Usage]:
+        self._check_up()
+        tokens = tokens_of(messages, generation_prompt=True)
+        self.chats.append(tokens)
+        if self.hang:
+            await self.release.wait()
+        usage = self._run(tokens)
+        words = self.answer.split(" ")[:max_tokens]
+        for i, word in enumerate(words):
+            if self.malformed is not None:
+                raise LLMBadResponseError(f"vLLM sent a line that is not JSON: {self.malformed!r}")
+            if self.crash_after_deltas is not None and i >= self.crash_after_deltas:
+                raise LLMUnavailableError("vLLM's stream ended before [DONE]")
+            yield TextDelta(word if i == 0 else " " + word)
+            await asyncio.sleep(0)
+        yield Usage(usage.prompt_tokens, len(words), usage.cached_tokens)
+
+    async def prefill(self, messages: Sequence[Message]) -> Usage:
+        self._check_up()
+        tokens = tokens_of(messages, generation_prompt=False)
+        self.prefills.append(tokens)
+        await asyncio.sleep(0)
+        return self._run(tokens)
+
+    async def cache_config(self) -> CacheConfig:
+        self._check_up()
+        return CacheConfig(
+            block_size=self.block_size,
+            num_blocks=self.num_blocks,
+            memory_bytes=self.memory_bytes,
+        )
+
+    async def kv_usage(self) -> float:
+        self._check_up()
+        return len(self._blocks) / self.num_blocks
+
+    async def is_healthy(self) -> bool:
+        return not self.down
+
+    async def aclose(self) -> None:
+        self.release.set()
