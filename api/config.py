@@ -63,6 +63,9 @@ class Settings(BaseSettings):
     chat_deadline_s: float = Field(
         300.0, gt=0, description="A chat's whole answer must come within this (504 after)."
     )
+    vllm_log_max_mib: int = Field(
+        10, ge=1, description="vllm.log rotates at this size (3 backups are kept)."
+    )
     vllm_restart_backoff_max_s: float = Field(
         60.0, gt=0, description="Longest wait between attempts to restart a dead vLLM child."
     )

@@ -112,6 +112,7 @@ class Runtime:
                 enforce_eager=self.cpu_plan.enforce_eager,
                 dev_mode=s.vllm_dev_mode,
                 dtype=self.cpu_plan.dtype,
+                log_max_bytes=s.vllm_log_max_mib * 1024 * 1024,
             )
             self.supervisor = VLLMSupervisor(
                 self.vllm_server,

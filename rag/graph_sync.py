@@ -16,7 +16,7 @@ from pathlib import Path
 
 from kg.extract import TripleExtractor
 from kg.models import Triple, supplied_triples
-from kg.persist import atomic_write
+from kg.persist import atomic_write, remove_stale_temps
 from kg.store import KnowledgeGraph
 from rag.knowledge_base import KnowledgeBase
 from rag.models import ChangeSet
@@ -47,6 +47,7 @@ class GraphSync:
     def open(self) -> None:
         """Read which document versions the graph reflects."""
         with self._lock:
+            remove_stale_temps(self._path.parent, self._path.name)
             self._synced = self._load()
 
     def _load(self) -> dict[str, str]:

@@ -27,7 +27,7 @@ from llama_index.core.vector_stores.types import VectorStoreQuery
 from llama_index.vector_stores.qdrant import QdrantVectorStore
 from qdrant_client import QdrantClient
 
-from kg.persist import atomic_write
+from kg.persist import atomic_write, remove_stale_temps
 from rag.embedding import Embedder
 from rag.faults import checkpoint
 from rag.ingest import (
@@ -82,7 +82,8 @@ class KnowledgeBase:
         self._embedder = embedder
         self._vectors: QdrantVectorStore | None = None
         self._pipeline = build_pipeline(embedder, chunk_tokens, chunk_overlap_tokens)
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # readers and the short commit sections
+        self._writer = threading.Lock()  # one write at a time, for its whole length
         self._docstore, self._version = SimpleDocumentStore(), 0
         self._triples: dict[str, list[list[str]]] = {}
         self._needs_reconcile = False
@@ -95,6 +96,7 @@ class KnowledgeBase:
             if self._client is not None:
                 return
             self._dir.mkdir(parents=True, exist_ok=True)
+            remove_stale_temps(self._dir, self._state_path.name)  # a crash mid-save
             source = self._client_source
             self._client = source if isinstance(source, QdrantClient) else source()
             self._vectors = QdrantVectorStore(collection_name=self._collection, client=self._client)
@@ -176,35 +178,39 @@ class KnowledgeBase:
     def upsert(self, documents: Sequence[DocumentIn]) -> ChangeSet:
         """Add new documents, replace changed ones, skip unchanged ones (embedding nothing).
 
-        Embedding happens before any write, so a failure there stores nothing.
+        Embedding happens before any write, so a failure there stores nothing. It
+        also happens outside the read lock: chats retrieve while a large document
+        is embedded, and wait at most for the commit itself.
         """
-        with self._lock:
+        with self._writer:
             added: list[str] = []
             updated: list[str] = []
             unchanged: list[str] = []
             todo = []
             triples: dict[str, list[list[str]]] = {}
-            for doc in documents:
-                digest = document_hash(doc)
-                previous = self._docstore.get_document_hash(doc.id)
-                if previous == digest:
-                    unchanged.append(doc.id)
-                    continue
-                (updated if previous else added).append(doc.id)
-                todo.append(to_llama_document(doc, digest))
-                triples[doc.id] = doc.triples
-            if not todo:
-                return ChangeSet(unchanged=unchanged, kb_version=self._version)
+            with self._lock:
+                for doc in documents:
+                    digest = document_hash(doc)
+                    previous = self._docstore.get_document_hash(doc.id)
+                    if previous == digest:
+                        unchanged.append(doc.id)
+                        continue
+                    (updated if previous else added).append(doc.id)
+                    todo.append(to_llama_document(doc, digest))
+                    triples[doc.id] = doc.triples
+                if not todo:
+                    return ChangeSet(unchanged=unchanged, kb_version=self._version)
+                old_chunks = [c for doc_id in updated for c in self.chunk_ids(doc_id)]
 
             nodes = list(self._pipeline.run(documents=todo))
             checkpoint("ingest.embedded")
 
-            old_chunks = [c for doc_id in updated for c in self.chunk_ids(doc_id)]
-            try:
-                self._commit(todo, nodes, triples)
-            except BaseException:
-                self._rollback()
-                raise
+            with self._lock:
+                try:
+                    self._commit(todo, nodes, triples)
+                except BaseException:
+                    self._rollback()
+                    raise
             checkpoint("ingest.committed")
             stale = sorted(set(old_chunks) - {n.node_id for n in nodes})
             self._remove_chunks(stale)
@@ -259,8 +265,9 @@ class KnowledgeBase:
         if not chunk_ids:
             return
         try:
-            if self._collection_exists():
-                self.vectors.delete_nodes(list(chunk_ids))
+            with self._lock:
+                if self._collection_exists():
+                    self.vectors.delete_nodes(list(chunk_ids))
         except Exception:
             log.exception("removing %d old chunks failed; retried later", len(chunk_ids))
             self._needs_reconcile = True
@@ -279,7 +286,7 @@ class KnowledgeBase:
             return removed
 
     def delete(self, doc_id: str) -> ChangeSet:
-        with self._lock:
+        with self._writer, self._lock:
             if self._docstore.get_document_hash(doc_id) is None:
                 raise DocumentNotFoundError(doc_id)
             chunks = self.chunk_ids(doc_id)

@@ -8,10 +8,13 @@ cache and socket vLLM writes kept inside the data folder.
 from __future__ import annotations
 
 import logging
+import logging.handlers
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -52,6 +55,8 @@ class VLLMServer:
         dev_mode: bool = False,
         prefix_caching: bool = True,
         dtype: str = "bfloat16",
+        log_max_bytes: int = 10 * 1024 * 1024,
+        log_backups: int = 3,
     ) -> None:
         self.model_dir = model_dir
         self.served_model_name = served_model_name
@@ -66,6 +71,9 @@ class VLLMServer:
         self.dtype = dtype
         self._proc: subprocess.Popen[bytes] | None = None
         self._log_file: Path = work_dir / "vllm.log"
+        self._log_max_bytes = log_max_bytes
+        self._log_backups = log_backups
+        self._log_pump: threading.Thread | None = None
 
     @property
     def url(self) -> str:
@@ -116,21 +124,41 @@ class VLLMServer:
         return env
 
     def start(self) -> None:
-        """Launch the child; returns at once (see ``wait_ready``)."""
+        """Launch the child; returns at once (see ``wait_ready``).
+
+        Its output goes through a rotating log (``vllm.log`` and a few backups, each at
+        most ``log_max_bytes``): vLLM logs throughput every few seconds for as long as
+        it runs. Sockets and temp files a killed child left are removed first."""
         if self._proc is not None and self._proc.poll() is None:
             return
         self.work_dir.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(self.work_dir / "tmp", ignore_errors=True)
         log.info("starting vLLM on %s (log: %s)", self.url, self._log_file)
-        with self._log_file.open("ab") as out:
-            self._proc = subprocess.Popen(
-                self.command(),
-                env=self.environment(),
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,  # its own process group: we stop it as a whole
-                preexec_fn=_die_with_parent,
-            )
+        self._proc = subprocess.Popen(
+            self.command(),
+            env=self.environment(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,  # its own process group: we stop it as a whole
+            preexec_fn=_die_with_parent,
+        )
+        self._log_pump = threading.Thread(
+            target=self._pump_log, args=(self._proc,), name="vllm-log", daemon=True
+        )
+        self._log_pump.start()
+
+    def _pump_log(self, proc: subprocess.Popen[bytes]) -> None:
+        handler = logging.handlers.RotatingFileHandler(
+            self._log_file, maxBytes=self._log_max_bytes, backupCount=self._log_backups
+        )
+        try:
+            assert proc.stdout is not None
+            for raw in proc.stdout:
+                line = raw.decode(errors="replace").rstrip("\n")
+                handler.emit(logging.makeLogRecord({"msg": line, "levelno": logging.INFO}))
+        finally:
+            handler.close()
 
     def is_running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
@@ -166,16 +194,22 @@ class VLLMServer:
             return "(no log)"
 
     def stop(self, timeout_s: float = 20.0) -> None:
-        """SIGTERM the child's process group, SIGKILL it if it lingers."""
+        """SIGTERM the child's process group, SIGKILL it if it lingers. A child that
+        already died may have left its engine process behind: the group is killed."""
         proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
+        if proc is None:
             return
-        log.info("stopping vLLM (pid %d)", proc.pid)
         try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=timeout_s)
+            if proc.poll() is None:
+                log.info("stopping vLLM (pid %d)", proc.pid)
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait(timeout=timeout_s)
+            else:
+                os.killpg(proc.pid, signal.SIGKILL)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         except ProcessLookupError:
             pass
+        if self._log_pump is not None:
+            self._log_pump.join(timeout=5)

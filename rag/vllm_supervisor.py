@@ -56,6 +56,7 @@ class VLLMSupervisor:
         self.on_down()
         delay = self.backoff_initial_s
         while True:
+            await anyio.to_thread.run_sync(self.server.stop)  # what the dead child left
             self.server.start()
             try:
                 await anyio.to_thread.run_sync(self.server.wait_ready, self.startup_timeout_s)
@@ -63,7 +64,6 @@ class VLLMSupervisor:
             except VLLMServerError as exc:
                 self.failed_attempts += 1
                 log.error("vLLM restart failed (retry in %.0f s): %s", delay, exc)
-                await anyio.to_thread.run_sync(self.server.stop)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self.backoff_max_s)
         self.restarts += 1

@@ -37,9 +37,9 @@ from starlette.routing import Route
 
 BLOCK = 16
 METRICS = (
-    'vllm:cache_config_info{block_size="%d",enable_prefix_caching="True",'
+    f'vllm:cache_config_info{{block_size="{BLOCK}",enable_prefix_caching="True",'
     'kv_cache_memory_bytes="4294967296",num_gpu_blocks="4096"} 1.0\n'
-    'vllm:kv_cache_usage_perc{engine="0",model_name="fake"} 0.01\n' % BLOCK
+    'vllm:kv_cache_usage_perc{engine="0",model_name="fake"} 0.01\n'
 )
 state: dict[str, Any] = {"mode": "ok", "chats": 0, "prefills": 0}
 

@@ -56,11 +56,12 @@ def settings(data_dir: Path) -> Settings:
 
 def operation(name: str) -> tuple[str, list[DocumentIn] | str]:
     """The request a test sends (and re-sends after the crash)."""
-    return {
+    requests: dict[str, tuple[str, list[DocumentIn] | str]] = {
         "update": ("ingest", [ZORN_V2]),
         "add": ("ingest", [NEW]),
         "delete": ("delete", "zorn"),
-    }[name]
+    }
+    return requests[name]
 
 
 async def main(data_dir: Path, op: str, point: str) -> None:

@@ -29,7 +29,10 @@ def test_vllm_unreachable_is_503(start_service: ServiceFactory) -> None:
     for body in ({"question": "copper?"}, {"question": "copper?", "stream": True}):
         resp = service.client.post("/v1/chat", json=body)
         assert resp.status_code == 503, body
-        assert dead in resp.json()["detail"]
+        # It names the component and says when to retry; the URL stays in the log.
+        assert resp.json() == {"detail": "vLLM is unavailable", "component": "vllm"}
+        assert resp.headers["retry-after"].isdigit()
+        assert dead not in resp.text
     resp = service.client.post(
         "/v1/chat/completions", json={"messages": [{"role": "user", "content": "x"}]}
     )

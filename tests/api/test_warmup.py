@@ -11,7 +11,7 @@ import pytest
 
 from rag.llm import VLLMClient
 from rag.vllm_server import VLLMServer
-from tests.conftest import Service, ServiceFactory
+from tests.conftest import MODEL_NAME, Service, ServiceFactory
 
 
 def topic(doc_id: str, subject: str, fact: str) -> dict[str, Any]:
@@ -239,8 +239,11 @@ def test_expired_hot_entries_are_kept_warm(warm_service: Service) -> None:
     assert entry_for(service, "what colour is the river zorn")["expires_at"] > now[0]
 
 
-def test_budget_is_respected(start_service: ServiceFactory) -> None:
-    service = start_service(warmup_budget_share=0.004)  # ~750 tokens of ~186k
+def test_budget_is_respected(start_service: ServiceFactory, vllm: VLLMServer) -> None:
+    # Room for about one entry (~400-500 tokens): 750 tokens of however many the KV
+    # cache holds (the dtype this CPU runs decides that: ~186k in bf16, ~93k in fp32).
+    capacity = asyncio.run(cache_capacity(vllm.url))
+    service = start_service(warmup_budget_share=750 / capacity)
     service.ingest(*DOCS)
     report = seed(
         service, ZORN_Q, "How many moons does Mars have?", "What is rye bread baked from?"
@@ -249,6 +252,14 @@ def test_budget_is_respected(start_service: ServiceFactory) -> None:
     assert registry["warm_tokens"] <= registry["budget"]["max_tokens"]
     assert report["skipped_over_budget"] >= 1
     assert 1 <= len(registry["entries"]) < 3
+
+
+async def cache_capacity(url: str) -> int:
+    client = VLLMClient(url, MODEL_NAME)
+    try:
+        return (await client.cache_config()).capacity_tokens
+    finally:
+        await client.aclose()
 
 
 def test_hot_cycles_retrieve_a_query_once_per_knowledge_base_version(

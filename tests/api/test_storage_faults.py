@@ -1,0 +1,123 @@
+"""A full or read-only data folder: ingest and delete answer 507/503 naming the
+problem, nothing is half-written, and chats keep answering.
+
+Faults injected: the docstore's file write (``atomic_write``) or Qdrant's insert
+raises ``OSError`` with ENOSPC, EROFS or EACCES, as the file system would. A real
+full disk cannot be made here without privileges a test should not need. Real
+Qdrant, docstore, graph and embedder; a fake engine in vLLM's place.
+"""
+
+from __future__ import annotations
+
+import errno
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from llama_index.vector_stores.qdrant import QdrantVectorStore
+from qdrant_client import QdrantClient
+
+import rag.knowledge_base
+from tests.conftest import Service
+from tests.fakes import FakeEngine
+
+ZORN = {"id": "zorn", "text": "The river Zorn flows through Kellerby."}
+ASTER = {"id": "aster", "text": "Aster Bridge crosses the Zorn in Kellerby."}
+
+
+def failing(code: int) -> Callable[..., Any]:
+    def fail(*args: Any, **kwargs: Any) -> Any:
+        raise OSError(code, "injected: " + errno.errorcode[code])
+
+    return fail
+
+
+def snapshot(service: Service) -> tuple[Any, ...]:
+    docs = service.client.get("/admin/documents", headers=service.admin()).json()
+    kb = service.runtime.kb
+    return docs["documents"], docs["kb_version"], kb.count_chunks(), service.runtime.graph.edge_count
+
+
+@pytest.mark.parametrize(
+    ("target", "code", "status", "problem"),
+    [
+        ("docstore", errno.ENOSPC, 507, "the data folder is full"),
+        ("docstore", errno.EROFS, 503, "the data folder is not writable"),
+        ("qdrant", errno.ENOSPC, 507, "the data folder is full"),
+        ("qdrant", errno.EACCES, 503, "the data folder is not writable"),
+    ],
+)
+def test_storage_failure_changes_nothing_and_chats_go_on(
+    start_fake_service: Callable[..., tuple[Service, FakeEngine]],
+    monkeypatch: pytest.MonkeyPatch,
+    target: str,
+    code: int,
+    status: int,
+    problem: str,
+) -> None:
+    service, _ = start_fake_service()
+    service.ingest(ZORN)
+    before = snapshot(service)
+    with monkeypatch.context() as patch:
+        if target == "docstore":
+            patch.setattr(rag.knowledge_base, "atomic_write", failing(code))
+        else:
+            patch.setattr(QdrantVectorStore, "add", failing(code))
+        for request in (
+            lambda: service.client.post(
+                "/admin/documents", json={"documents": [ASTER]}, headers=service.admin()
+            ),
+            lambda: service.client.post(
+                "/admin/documents",
+                json={"documents": [{**ZORN, "text": "The Zorn is purple now."}]},
+                headers=service.admin(),
+            ),
+        ):
+            resp = request()
+            assert resp.status_code == status, resp.text
+            assert resp.json() == {
+                "detail": f"{problem}; nothing was changed",
+                "component": "storage",
+            }
+            assert snapshot(service) == before
+        if target == "docstore":
+            deleted = service.client.delete("/admin/documents/zorn", headers=service.admin())
+            assert deleted.status_code == status
+            assert snapshot(service) == before
+        # Reads and chats need no writes: they go on, with the old text.
+        body = service.chat("Where does the Zorn flow?")
+        assert "Kellerby" in body["passages"][0]["text"]
+    # The disk has room again: the same request now succeeds.
+    assert service.ingest(ASTER)["added"] == ["aster"]
+    assert service.chat("What crosses the Zorn?")["passages"]
+
+
+def test_failed_chunk_removal_never_leaves_deleted_text_retrievable(
+    start_fake_service: Callable[..., tuple[Service, FakeEngine]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Fault injected: Qdrant's delete fails after the docstore committed a delete (and
+    a replace). The text must not be retrievable nor its triples injected meanwhile;
+    the next write removes the orphaned chunks."""
+    service, _ = start_fake_service()
+    service.ingest(
+        {**ZORN, "triples": [["Zorn", "flows through", "Kellerby"]]},
+        {**ASTER, "triples": [["Aster Bridge", "crosses", "Zorn"]]},
+    )
+    chunks_before = service.runtime.kb.count_chunks()
+    with monkeypatch.context() as patch:
+        patch.setattr(QdrantVectorStore, "delete_nodes", failing(errno.EIO))
+        patch.setattr(QdrantClient, "delete", failing(errno.EIO))  # the reconcile retry too
+        resp = service.client.delete("/admin/documents/zorn", headers=service.admin())
+        assert resp.status_code == 200  # committed: the clean-up is retried later
+        assert service.runtime.kb.count_chunks() == chunks_before  # the orphan is still there
+        body = service.chat("Where does the Zorn flow through Kellerby?")
+        assert all(p["doc_id"] != "zorn" for p in body["passages"])
+        assert ["Zorn", "flows through", "Kellerby"] not in body["triples"]
+        subgraph = service.client.get(
+            "/admin/kg/subgraph", params={"question": "Zorn Kellerby"}, headers=service.admin()
+        ).json()
+        assert all(t["doc_id"] != "zorn" for t in subgraph["triples"])
+    service.ingest({"id": "other", "text": "Copper conducts electricity."})
+    assert service.runtime.kb.count_chunks() == chunks_before  # zorn's chunk out, other's in
+    assert not service.runtime.kb.needs_reconcile
