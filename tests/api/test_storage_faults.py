@@ -35,7 +35,12 @@ def failing(code: int) -> Callable[..., Any]:
 def snapshot(service: Service) -> tuple[Any, ...]:
     docs = service.client.get("/admin/documents", headers=service.admin()).json()
     kb = service.runtime.kb
-    return docs["documents"], docs["kb_version"], kb.count_chunks(), service.runtime.graph.edge_count
+    return (
+        docs["documents"],
+        docs["kb_version"],
+        kb.count_chunks(),
+        service.runtime.graph.edge_count,
+    )
 
 
 @pytest.mark.parametrize(
