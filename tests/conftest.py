@@ -28,6 +28,7 @@ from api.runtime import Runtime
 from api.server import ThreadedServer, free_port
 from rag.cpu import CpuFeatures, plan_for
 from rag.embedding import Embedder, shared_embedder
+from rag.llm import LLMEngine
 from rag.model import ensure_chat_model
 from rag.vllm_server import VLLMServer
 from tests.fakes import FakeEngine
@@ -136,16 +137,20 @@ class Service:
 ServiceFactory = Callable[..., Service]
 
 
-@pytest.fixture
-def start_service(vllm: VLLMServer, embedder: Embedder, tmp_path: Path) -> Iterator[ServiceFactory]:
-    """Start warmrag services on a data folder (default: this test's own); all are
-    stopped at the end of the test. Start one again on the same folder to test a restart."""
-    started: list[Service] = []
+class Services:
+    """Starts warmrag services for one test (on its own data folder unless told
+    otherwise) and stops them all at its end."""
 
-    def start(wait_ready: bool = True, **overrides: Any) -> Service:
+    def __init__(self, embedder: Embedder, data_dir: Path) -> None:
+        self.embedder = embedder
+        self.data_dir = data_dir
+        self.started: list[Service] = []
+
+    def start(
+        self, *, llm: LLMEngine | None = None, wait_ready: bool = True, **overrides: Any
+    ) -> Service:
         values: dict[str, Any] = {
-            "data_dir": tmp_path / "data",
-            "vllm_url": vllm.url,
+            "data_dir": self.data_dir,
             "admin_token": ADMIN_TOKEN,
             "seed_sample_kb": False,
             "max_tokens": 24,
@@ -155,15 +160,33 @@ def start_service(vllm: VLLMServer, embedder: Embedder, tmp_path: Path) -> Itera
         }
         values.update(overrides)
         settings = Settings(**values)
-        server = ThreadedServer(create_app(settings, embedder=embedder))
+        server = ThreadedServer(create_app(settings, embedder=self.embedder, llm=llm))
         service = Service(server, settings, httpx.Client(base_url=server.url, timeout=120))
-        started.append(service)
+        self.started.append(service)
         server.start(wait_ready=wait_ready, timeout_s=120)
         return service
 
-    yield start
-    for service in reversed(started):
-        service.stop()
+    def stop_all(self) -> None:
+        for service in reversed(self.started):
+            service.stop()
+
+
+@pytest.fixture
+def services(embedder: Embedder, tmp_path: Path) -> Iterator[Services]:
+    starter = Services(embedder, tmp_path / "data")
+    yield starter
+    starter.stop_all()
+
+
+@pytest.fixture
+def start_service(vllm: VLLMServer, services: Services) -> ServiceFactory:
+    """Start warmrag services on the session's vLLM; all are stopped at the end of the
+    test. Start one again on the same folder to test a restart."""
+
+    def start(wait_ready: bool = True, **overrides: Any) -> Service:
+        return services.start(wait_ready=wait_ready, **{"vllm_url": vllm.url, **overrides})
+
+    return start
 
 
 @pytest.fixture
@@ -172,35 +195,16 @@ def service(start_service: ServiceFactory) -> Service:
 
 
 @pytest.fixture
-def start_fake_service(
-    embedder: Embedder, tmp_path: Path
-) -> Iterator[Callable[..., tuple[Service, FakeEngine]]]:
+def start_fake_service(services: Services) -> Callable[..., tuple[Service, FakeEngine]]:
     """Like ``start_service``, with a ``FakeEngine`` in vLLM's place (no vLLM server):
     for inputs and faults that need the whole app but not a real model. Real Qdrant,
     embedder, graph and warm registry."""
-    started: list[Service] = []
 
     def start(engine: FakeEngine | None = None, **overrides: Any) -> tuple[Service, FakeEngine]:
         engine = engine or FakeEngine()
-        values: dict[str, Any] = {
-            "data_dir": tmp_path / "data",
-            "admin_token": ADMIN_TOKEN,
-            "seed_sample_kb": False,
-            "max_tokens": 24,
-            "served_model_name": MODEL_NAME,
-            "warmup_debounce_s": 3600.0,
-        }
-        values.update(overrides)
-        settings = Settings(**values)
-        server = ThreadedServer(create_app(settings, embedder=embedder, llm=engine))
-        service = Service(server, settings, httpx.Client(base_url=server.url, timeout=60))
-        started.append(service)
-        server.start(wait_ready=True, timeout_s=120)
-        return service, engine
+        return services.start(llm=engine, **overrides), engine
 
-    yield start
-    for service in reversed(started):
-        service.stop()
+    return start
 
 
 @pytest.fixture

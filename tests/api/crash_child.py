@@ -11,6 +11,7 @@ is the stores on disk, not vLLM.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ from api.config import Settings
 from api.runtime import Runtime
 from rag.embedding import shared_embedder
 from rag.faults import KILL_AT_ENV
+from rag.knowledge_base import DocumentNotFoundError
 from rag.models import DocumentIn
 from tests.fakes import FakeEngine
 
@@ -64,6 +66,18 @@ def operation(name: str) -> tuple[str, list[DocumentIn] | str]:
     return requests[name]
 
 
+async def send(runtime: Runtime, op: str) -> None:
+    """Send the request of ``op`` (a delete of a document already gone is a no-op)."""
+    kind, arg = operation(op)
+    if kind == "ingest":
+        assert isinstance(arg, list)
+        await runtime.knowledge.ingest(arg)
+    else:
+        assert isinstance(arg, str)
+        with contextlib.suppress(DocumentNotFoundError):  # committed before a crash
+            await runtime.knowledge.delete(arg)
+
+
 async def main(data_dir: Path, op: str, point: str) -> None:
     runtime = Runtime(settings(data_dir), embedder=shared_embedder(), llm=FakeEngine())
     await runtime.open()
@@ -72,13 +86,7 @@ async def main(data_dir: Path, op: str, point: str) -> None:
     await runtime.knowledge.ingest([ZORN_V1, ASTER])
     await runtime.warmup.add_seed_queries([QUESTION])
     os.environ[KILL_AT_ENV] = point
-    kind, arg = operation(op)
-    if kind == "ingest":
-        assert isinstance(arg, list)
-        await runtime.knowledge.ingest(arg)
-    else:
-        assert isinstance(arg, str)
-        await runtime.knowledge.delete(arg)
+    await send(runtime, op)
     # Reached only if POINT is not on this operation's path.
     await runtime.stop()
 

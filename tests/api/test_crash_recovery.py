@@ -12,7 +12,6 @@ registry and embedder; a fake engine in vLLM's place (what is checked is on disk
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import signal
 import time
@@ -24,9 +23,9 @@ from api.runtime import Runtime
 from rag.embedding import Embedder, shared_embedder
 from rag.faults import DELETE_POINTS, INGEST_POINTS
 from rag.ingest import DOC_HASH_KEY, document_hash
-from rag.knowledge_base import DocumentNotFoundError, text_hash
+from rag.knowledge_base import text_hash
 from tests.api import crash_child
-from tests.api.crash_child import QUESTION, ZORN_V1, ZORN_V2, operation, settings
+from tests.api.crash_child import QUESTION, ZORN_V1, ZORN_V2, settings
 from tests.fakes import FakeEngine
 
 CASES = [("update", p) for p in INGEST_POINTS] + [("delete", p) for p in DELETE_POINTS]
@@ -107,14 +106,7 @@ async def recover_and_resend(data_dir: Path, op: str) -> None:
     runtime = await reopen(data_dir)
     try:
         assert_consistent(runtime)
-        kind, arg = operation(op)
-        if kind == "ingest":
-            assert isinstance(arg, list)
-            await runtime.knowledge.ingest(arg)
-        else:
-            assert isinstance(arg, str)
-            with contextlib.suppress(DocumentNotFoundError):  # committed before the crash
-                await runtime.knowledge.delete(arg)
+        await crash_child.send(runtime, op)  # the same request again
         assert runtime.warmup is not None
         await runtime.warmup.run_cycle()
         assert_consistent(runtime)

@@ -14,19 +14,16 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from api.config import Settings
-from api.main import create_app
-from api.server import ThreadedServer, free_port
-from rag.embedding import Embedder
+from api.server import free_port
 from rag.vllm_server import VLLMServer
-from tests.conftest import ADMIN_TOKEN, MODEL_NAME, REPO, Service
+from tests.conftest import REPO, Service, Services
 
 FAKE_SERVER = REPO / "tests" / "fake_vllm_server.py"
 HOLD_ENV = "FAKE_VLLM_HOLD_FILE"
@@ -63,38 +60,22 @@ def wait_for(predicate: Callable[[], bool], timeout_s: float = 60.0, what: str =
 
 @pytest.fixture
 def fake_child(
-    monkeypatch: pytest.MonkeyPatch, embedder: Embedder, model_dir: Path, tmp_path: Path
-) -> Iterator[Callable[..., FakeChild]]:
+    monkeypatch: pytest.MonkeyPatch, services: Services, model_dir: Path, tmp_path: Path
+) -> Callable[..., FakeChild]:
     def command(self: VLLMServer) -> list[str]:
         return [sys.executable, str(FAKE_SERVER), "--port", str(self.port)]
 
     monkeypatch.setattr(VLLMServer, "command", command)
     hold_file = tmp_path / "hold"
     monkeypatch.setenv(HOLD_ENV, str(hold_file))
-    started: list[Service] = []
 
     def start(**overrides: Any) -> FakeChild:
-        values: dict[str, Any] = {
-            "data_dir": tmp_path / "data",
-            "model_dir": model_dir,
-            "vllm_port": free_port(),
-            "admin_token": ADMIN_TOKEN,
-            "seed_sample_kb": False,
-            "served_model_name": MODEL_NAME,
-            "warmup_debounce_s": 3600.0,
-            "vllm_startup_timeout_s": 60,
-        }
-        values.update(overrides)
-        settings = Settings(**values)
-        server = ThreadedServer(create_app(settings, embedder=embedder))
-        service = Service(server, settings, httpx.Client(base_url=server.url, timeout=60))
-        started.append(service)
-        server.start(wait_ready=True, timeout_s=120)
+        service = services.start(
+            model_dir=model_dir, vllm_port=free_port(), vllm_startup_timeout_s=60, **overrides
+        )
         return FakeChild(service, hold_file)
 
-    yield start
-    for service in reversed(started):
-        service.stop()
+    return start
 
 
 def phase(service: Service) -> str:
