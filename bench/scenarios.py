@@ -346,7 +346,9 @@ def entry_queries(svc: Service) -> dict[str, list[str]]:
     warmup = svc.server.runtime.warmup
     assert warmup is not None
     records = (
-        (e.fingerprint, warmup.store.query(k)) for e in warmup.store.entries() for k in e.queries
+        (e.fingerprint, warmup.registry.query(k))
+        for e in warmup.registry.entries()
+        for k in e.queries
     )
     entries: dict[str, list[str]] = defaultdict(list)
     for fingerprint, record in records:

@@ -11,7 +11,7 @@ from warmup.budget import GIB, WarmBudget, tier_share
 from warmup.detector import ChangeDetector
 from warmup.keys import normalize_query
 from warmup.planner import Candidate, Incumbent, WarmupPlanner
-from warmup.store import EntryIndex, QueryMatrix
+from warmup.registry import EntryIndex, QueryMatrix
 
 
 def test_seed_tiers() -> None:
