@@ -12,11 +12,11 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 
 from rag.prompt import PromptPrefix
+from rag.query_text import normalize_query
 from warmup.budget import WarmBudget
 from warmup.context import ContextResolver
 from warmup.heat import Heat
 from warmup.jobs import JobQueue
-from warmup.keys import normalize_query
 from warmup.models import RewarmReason
 from warmup.planner import Candidate, Incumbent, WarmupPlanner, estimate_tokens
 from warmup.registry import Registry

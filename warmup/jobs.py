@@ -89,10 +89,6 @@ class JobQueue:
         """Queue ``job`` without waiting for it; a failure is logged."""
         self.submit(priority, name, job, coalesce=coalesce).add_done_callback(_log_failure(name))
 
-    @property
-    def waiting(self) -> int:
-        return len(self._heap)
-
     # ----- running ------------------------------------------------------------------
 
     async def checkpoint(self) -> bool:

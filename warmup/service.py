@@ -29,14 +29,15 @@ from rag.llm import LLMEngine, Usage
 from rag.metrics import ServiceMetrics
 from rag.models import ChangeSet
 from rag.prompt import PromptBuilder, PromptPrefix
+from rag.query_text import normalize_query
 from rag.retriever import Retrieval, Retriever
 from warmup.budget import WarmBudget
 from warmup.changes import ChangeHandler
 from warmup.context import ContextResolver, kth_score
 from warmup.heat import Heat
+from warmup.hits import is_warm_hit
 from warmup.hot import HotWarmup
 from warmup.jobs import JobQueue, Priority
-from warmup.keys import normalize_query
 from warmup.models import RewarmReason
 from warmup.planner import WarmupPlanner
 from warmup.registry import Registry
@@ -211,7 +212,7 @@ class WarmupService:
             return False
         self.registry.record_hit(entry.fingerprint, now)
         self.metrics.warmup_lookups.inc()
-        hit = entry.cached_block_tokens > 0 and usage.cached_tokens >= entry.cached_block_tokens
+        hit = is_warm_hit(usage.cached_tokens, entry.cached_block_tokens)
         if hit:
             self.metrics.warmup_hits.inc()
         else:

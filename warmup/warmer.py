@@ -43,14 +43,12 @@ class Warmer:
         self.quiet_s = quiet_s
         self._slots = asyncio.Semaphore(max_concurrency)
         self.requests_sent = 0
-        self.tokens_prefilled = 0
 
     async def warm(self, prefix: PromptPrefix) -> Usage:
         async with self._slots:
             await self.activity.wait_idle(self.yield_timeout_s, self.quiet_s)
             usage = await self.llm.prefill(prefix.messages)
         self.requests_sent += 1
-        self.tokens_prefilled += usage.prompt_tokens - usage.cached_tokens
         self.metrics.warm_requests.inc()
         self.metrics.warm_prefill_tokens.inc(usage.prompt_tokens - usage.cached_tokens)
         return usage

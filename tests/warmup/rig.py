@@ -17,9 +17,9 @@ from rag.knowledge_base import KnowledgeBase
 from rag.metrics import ServiceMetrics
 from rag.models import ChangeSet, DocumentIn
 from rag.prompt import PromptBuilder
+from rag.query_text import normalize_query
 from rag.retriever import Retriever
 from tests.fakes import FakeEngine, tokens_of
-from warmup.keys import normalize_query
 from warmup.models import WarmEntry
 from warmup.service import WarmupService
 from warmup.settings import WarmupSettings
