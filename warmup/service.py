@@ -4,7 +4,8 @@ is what the rest of warmrag calls.
 Each part has one job and owns its state:
 
 - ``Registry`` (``registry.py``): the query log and the warm entries, in memory;
-  ``WarmupStore`` (``store.py``) persists them.
+  ``Journal`` (``journal.py``) writes each change to ``WarmupStore`` (``store.py``,
+  SQLite) in order, off the event loop.
 - ``Heat`` (``heat.py``): decayed counts; the order every decision follows.
 - ``ContextResolver`` (``context.py``): the prefix a stored query retrieves now.
 - ``EntryWarmer`` (``warmer.py``): prefills, and the registry kept in step with them.
@@ -38,6 +39,7 @@ from warmup.heat import Heat
 from warmup.hits import is_warm_hit
 from warmup.hot import HotWarmup
 from warmup.jobs import JobQueue, Priority
+from warmup.journal import Journal
 from warmup.models import RewarmReason
 from warmup.planner import WarmupPlanner
 from warmup.registry import Registry
@@ -78,6 +80,7 @@ class WarmupService:
         self.context_window = context_window
         self.budget: WarmBudget | None = None
         self.registry = Registry(persist=self._persist)
+        self.journal = Journal(store, self.registry.snapshot)
         self.queue = JobQueue()
         self.heat = Heat(self.registry, half_life_s=s.half_life_s, hot_min_count=s.hot_min_count)
         self.context = ContextResolver(retriever, builder, self.registry, top_k=top_k)
@@ -138,7 +141,7 @@ class WarmupService:
         self._update_gauges()
 
     def _persist(self, write: Callable[[WarmupStore], None]) -> None:
-        write(self.store)
+        self.journal.write(write)
 
     @property
     def reports(self) -> Sequence[CycleReport]:
@@ -197,7 +200,8 @@ class WarmupService:
         """Log the question; return whether it hit a registered warm prefix.
 
         On the request path: it reads and changes the in-memory registry only; the
-        writes reach SQLite later, off this path."""
+        journal writes the changes to SQLite later, off this path, so a locked or full
+        database never fails or delays a chat."""
         if not self.settings.strategy.uses_registry:
             self.metrics.record_chat(False)
             return False
@@ -325,9 +329,11 @@ class WarmupService:
         self.metrics.warm_tokens.set(self.registry.warm_tokens())
 
     async def aclose(self) -> None:
-        """Stop: no more detection, the job running is cancelled, waiting jobs dropped."""
+        """Stop: no more detection, the job running is cancelled, waiting jobs dropped,
+        and what the registry changed is written to SQLite (for a few seconds at most)."""
         self.changes.stop()
         await self.queue.aclose()
+        await self.journal.aclose()
 
     def close(self) -> None:
         self.store.close()
