@@ -143,6 +143,16 @@ class Registry:
         self._matrix = None
         self._persist(lambda store: store.assign(key, fingerprint, kth_score))
 
+    def forget(self, keys: Iterable[str]) -> int:
+        """Drop queries from the log (those backing an entry stay); how many went."""
+        gone = [k for k in keys if (q := self._queries.get(k)) is not None and not q.fingerprint]
+        for key in gone:
+            del self._queries[key]
+            del self._embeddings[key]
+        if gone:
+            self._persist(lambda store: store.delete_queries(gone))
+        return len(gone)
+
     def keys_of(self, fingerprint: str) -> list[str]:
         """The query keys whose context is this entry, sorted."""
         return sorted(self._keys.get(fingerprint, ()))

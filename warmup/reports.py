@@ -53,6 +53,7 @@ class CycleReport(BaseModel):
     warm_requests_by_reason: dict[str, int] = Field(default_factory=dict)
     stopped_by_kv_usage: bool = False
     skipped_over_budget: int = 0
+    pruned: int = Field(0, description="Cold queries the sweep dropped from the query log.")
     detection_ms: float = 0.0
     total_ms: float = 0.0
     _perf_started: float = PrivateAttr(default_factory=time.perf_counter)

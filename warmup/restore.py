@@ -1,17 +1,16 @@
-"""Restore: put registered entries back into vLLM's cache, and drop the ones not worth it.
+"""Restore: put registered entries back into vLLM's cache.
 
 - Start-up (seed 000, ch. 1): a (re)started vLLM holds none of the registry. The
   hottest entries that fit the budget are prefilled before ``/ready``
   (``restore_max_entries``), the rest that fit follow in the background; those over
   budget are retired.
 - Eviction: a chat on a registered prefix found its blocks gone; prefill it again.
-- Expiry (the TTL sweep): an expired entry is prefilled again while its queries are
-  still hot (or seeds), and retired otherwise.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from warmup.budget import WarmBudget
 from warmup.heat import Heat
@@ -23,29 +22,18 @@ from warmup.reports import CycleReport
 from warmup.warmer import EntryWarmer
 
 
+@dataclass(kw_only=True)
 class Restorer:
-    def __init__(
-        self,
-        registry: Registry,
-        heat: Heat,
-        warmer: EntryWarmer,
-        queue: JobQueue,
-        *,
-        budget: Callable[[], WarmBudget],
-        steps: int,
-        restore_max_entries: int,
-        clock: Callable[[], float],
-    ) -> None:
-        self.registry = registry
-        self.heat = heat
-        self.warmer = warmer
-        self.queue = queue
-        self.budget = budget
-        self.steps = steps
-        self.restore_max_entries = restore_max_entries
-        self.clock = clock
-        self.started_at = 0.0
-        self._evicted: set[str] = set()
+    registry: Registry
+    heat: Heat
+    warmer: EntryWarmer
+    queue: JobQueue
+    budget: Callable[[], WarmBudget]
+    steps: int
+    restore_max_entries: int
+    clock: Callable[[], float]
+    started_at: float = field(default=0.0, init=False)
+    _evicted: set[str] = field(default_factory=set, init=False)
 
     async def restore(self, report: CycleReport) -> list[str]:
         """Prefill the hottest entries within budget, in progressive steps; retire those
@@ -105,17 +93,3 @@ class Restorer:
             await self.queue.checkpoint()
             if (entry := self.registry.entry(fingerprint)) is not None:
                 await self.warmer.rewarm(entry, RewarmReason.EVICTED, report)
-
-    async def sweep(self, report: CycleReport) -> None:
-        """Expired entries: keep (re-warm) the hot ones, retire the others."""
-        now = self.clock()
-        for fingerprint in self.registry.fingerprints():
-            await self.queue.checkpoint()
-            entry = self.registry.entry(fingerprint)
-            if entry is None or entry.expires_at > now:
-                continue
-            report.entries_checked += 1
-            if self.heat.is_hot(self.heat.of_entry(fingerprint, now)):
-                await self.warmer.rewarm(entry, RewarmReason.EXPIRED_HOT, report)
-            else:
-                self.warmer.retire(fingerprint, report)

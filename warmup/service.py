@@ -11,7 +11,8 @@ Each part has one job and owns its state:
 - ``EntryWarmer`` (``warmer.py``): prefills, and the registry kept in step with them.
 - ``ChangeHandler`` (``changes.py``): debounce, detection, refresh after KB changes.
 - ``HotWarmup`` (``hot.py``): hot and seed queries' contexts, planned within budget.
-- ``Restorer`` (``restore.py``): start-up restore, evicted re-warms, the TTL sweep.
+- ``Restorer`` (``restore.py``): start-up restore, evicted re-warms.
+- ``Sweeper`` (``sweep.py``): expired entries, and the query log kept bounded.
 - ``JobQueue`` (``jobs.py``): one worker; every job above runs through it, most
   urgent first, and long jobs yield to urgent ones between prefills.
 - ``ReportLog`` (``reports.py``): what each job did.
@@ -45,8 +46,10 @@ from warmup.planner import WarmupPlanner
 from warmup.registry import Registry
 from warmup.reports import CycleKind, CycleReport, ReportLog
 from warmup.restore import Restorer
+from warmup.retrieval_memo import RetrievalMemo
 from warmup.settings import WarmupSettings
 from warmup.store import WarmupStore
+from warmup.sweep import Sweeper
 from warmup.warmer import EntryWarmer, Warmer
 
 log = logging.getLogger(__name__)
@@ -83,7 +86,13 @@ class WarmupService:
         self.journal = Journal(store, self.registry.snapshot)
         self.queue = JobQueue()
         self.heat = Heat(self.registry, half_life_s=s.half_life_s, hot_min_count=s.hot_min_count)
-        self.context = ContextResolver(retriever, builder, self.registry, top_k=top_k)
+        self.context = ContextResolver(
+            retriever,
+            builder,
+            self.registry,
+            top_k=top_k,
+            memo=RetrievalMemo(s.retrieval_memo_max_entries),
+        )
         self.entries = EntryWarmer(
             warmer,
             self.registry,
@@ -121,13 +130,22 @@ class WarmupService:
             clock=self._now,
         )
         self.restorer = Restorer(
-            self.registry,
-            self.heat,
-            self.entries,
-            self.queue,
+            registry=self.registry,
+            heat=self.heat,
+            warmer=self.entries,
+            queue=self.queue,
             budget=self._budget,
             steps=s.steps,
             restore_max_entries=s.restore_max_entries,
+            clock=self._now,
+        )
+        self.sweeper = Sweeper(
+            registry=self.registry,
+            heat=self.heat,
+            warmer=self.entries,
+            queue=self.queue,
+            min_count=s.query_log_min_count,
+            max_rows=s.query_log_max_rows,
             clock=self._now,
         )
         self._reports = ReportLog(self._now, lambda: retriever.kb.version, self._update_gauges)
@@ -210,6 +228,8 @@ class WarmupService:
         record = self.registry.record_query(
             key, retrieval.question, retrieval.embedding, now, self.settings.half_life_s
         )
+        if self.sweeper.over_cap:  # prune now, off the request path (else the sweep does)
+            self.queue.spawn(Priority.SWEEP, "prune", self._prune)
         entry = self.registry.entry(prefix.fingerprint)
         if entry is None:
             self.metrics.record_chat(False)
@@ -273,7 +293,7 @@ class WarmupService:
 
     async def sweep(self) -> CycleReport:
         """Expired entries: keep (re-warm) the hot ones, retire the others."""
-        return await self._job(Priority.SWEEP, CycleKind.SWEEP, self.restorer.sweep)
+        return await self._job(Priority.SWEEP, CycleKind.SWEEP, self.sweeper.sweep)
 
     async def warm_hot(self) -> CycleReport:
         """Warm the contexts of hot (and seed) queries that have no warm entry yet;
@@ -313,6 +333,9 @@ class WarmupService:
         report = self._reports.begin(kind)
         await body(report)
         return self._reports.finish(report)
+
+    async def _prune(self) -> None:
+        self.sweeper.prune()
 
     # ----- helpers -------------------------------------------------------------------
 

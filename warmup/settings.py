@@ -41,3 +41,17 @@ class WarmupSettings(BaseModel):
     detect_interval_s: float = Field(600.0, gt=0, description="Scheduled full re-check.")
     sweep_interval_s: float = Field(60.0, gt=0, description="TTL sweep.")
     hot_interval_s: float = Field(120.0, gt=0, description="Hot-query warmup.")
+    query_log_max_rows: int = Field(
+        20_000,
+        ge=1,
+        description="Queries kept at most; past it the coldest that back no entry go first.",
+    )
+    query_log_min_count: float = Field(
+        0.05,
+        ge=0,
+        description="The sweep forgets queries decayed below this (not seeds, none backing an"
+        " entry).",
+    )
+    retrieval_memo_max_entries: int = Field(
+        4096, ge=1, description="Stored queries' retrievals remembered (least recently used out)."
+    )

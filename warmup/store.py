@@ -194,6 +194,10 @@ class WarmupStore:
                 (fingerprint, kth_score, key),
             )
 
+    def delete_queries(self, keys: Iterable[str]) -> None:
+        with self.transaction() as db:
+            db.executemany("DELETE FROM queries WHERE key = ?", [(k,) for k in keys])
+
     def put_entry(self, entry: WarmEntry) -> None:
         with self.transaction() as db:
             _put_entry(db, entry)
