@@ -48,7 +48,7 @@ from warmup.reports import CycleKind, CycleReport, ReportLog
 from warmup.restore import Restorer
 from warmup.retrieval_memo import RetrievalMemo
 from warmup.settings import WarmupSettings
-from warmup.store import WarmupStore
+from warmup.store import Snapshot, WarmupStore
 from warmup.sweep import Sweeper
 from warmup.warmer import EntryWarmer, Warmer
 
@@ -83,7 +83,7 @@ class WarmupService:
         self.context_window = context_window
         self.budget: WarmBudget | None = None
         self.registry = Registry(persist=self._persist)
-        self.journal = Journal(store, self.registry.snapshot)
+        self.journal = Journal(store, self._snapshot)
         self.queue = JobQueue()
         self.heat = Heat(self.registry, half_life_s=s.half_life_s, hot_min_count=s.hot_min_count)
         self.context = ContextResolver(
@@ -127,6 +127,7 @@ class WarmupService:
             debounce_s=s.debounce_s,
             document_queries=s.document_queries,
             on_quiet=self._changes_quiet,
+            persist=self._persist,
             clock=self._now,
         )
         self.restorer = Restorer(
@@ -153,13 +154,22 @@ class WarmupService:
     # ----- state ---------------------------------------------------------------------
 
     def open(self) -> None:
-        """Open the store and load the registry from it (blocking: run it in a thread)."""
+        """Open the store and load the registry and the undetected changes from it
+        (blocking: run it in a thread)."""
         self.store.open()
-        self.registry.load(self.store.load())
+        snapshot = self.store.load()
+        self.registry.load(snapshot)
+        self.changes.load(snapshot.pending)
         self._update_gauges()
 
     def _persist(self, write: Callable[[WarmupStore], None]) -> None:
         self.journal.write(write)
+
+    def _snapshot(self) -> Snapshot:
+        """Everything the store should hold (the journal rewrites it after a failure)."""
+        snapshot = self.registry.snapshot()
+        snapshot.pending = self.changes.unfinished()
+        return snapshot
 
     @property
     def reports(self) -> Sequence[CycleReport]:
@@ -178,7 +188,9 @@ class WarmupService:
 
     async def start(self) -> CycleReport:
         """Start-up warmup (also after a vLLM restart): read the budget from vLLM,
-        count the cold start, re-warm the hottest entries."""
+        count the cold start, bring the registry in step with the knowledge base
+        (changes left undetected, entries built from text it no longer holds), then
+        re-warm the hottest entries."""
         cache = await self.llm.cache_config()
         self.budget = WarmBudget.from_cache(cache, self.context_window, self.settings.budget_share)
         self.metrics.cold_starts.inc()
@@ -189,6 +201,7 @@ class WarmupService:
             self.budget.share * 100,
             self.settings.strategy.value,
         )
+        await self._job(Priority.CHANGE, CycleKind.KB_CHANGE, self._catch_up)
         report = await self.restore()
         if self.settings.strategy.sends_synthetic:
             await self.send_synthetic()
@@ -275,6 +288,10 @@ class WarmupService:
     async def flush(self) -> CycleReport:
         """Run detection for every queued change now."""
         return await self._job(Priority.CHANGE, CycleKind.KB_CHANGE, self._flush)
+
+    async def _catch_up(self, report: CycleReport) -> None:
+        if self.settings.strategy.follows_kb:
+            await self.changes.catch_up(report)
 
     async def _flush(self, report: CycleReport) -> None:
         if self.budget is not None:  # not started: the start-up flush takes them

@@ -4,6 +4,8 @@ One SQLite file in the data folder. While the service runs, the state lives in
 memory (``warmup/registry.py``) and this store is where it is written to, so that a
 restart finds it; it is read once, at open. Query embeddings are stored with the
 queries so that change detection and re-warming never embed a question again.
+Knowledge-base changes are kept here from their notification until their detection
+is done, so a process killed in between replays them at the next start.
 
 Every write is one transaction. On any error it rolls back and the connection is
 closed, to be opened afresh by the next call: a locked file, a full disk or an I/O
@@ -24,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from rag.models import ChangeSet
 from warmup.models import QueryRecord, WarmEntry
 
 log = logging.getLogger(__name__)
@@ -52,6 +55,10 @@ CREATE TABLE IF NOT EXISTS entries (
     hits INTEGER NOT NULL DEFAULT 0,
     last_hit REAL
 );
+CREATE TABLE IF NOT EXISTS pending_changes (
+    seq INTEGER PRIMARY KEY,
+    body TEXT NOT NULL
+);
 """
 
 #: How long a write waits for another connection's lock before it fails ("database is
@@ -61,10 +68,12 @@ BUSY_TIMEOUT_S = 5.0
 
 @dataclass
 class Snapshot:
-    """Everything the store holds, as the registry loads it."""
+    """Everything the store holds: the registry, and the knowledge-base changes whose
+    detection has not finished (by sequence number)."""
 
     queries: list[tuple[QueryRecord, np.ndarray]] = field(default_factory=list)
     entries: list[WarmEntry] = field(default_factory=list)
+    pending: list[tuple[int, ChangeSet]] = field(default_factory=list)
 
 
 class WarmupStore:
@@ -179,7 +188,11 @@ class WarmupStore:
                 _entry(r)
                 for r in db.execute(f"SELECT {_ENTRY_COLUMNS} FROM entries ORDER BY fingerprint")
             ]
-        return Snapshot(queries=queries, entries=entries)
+            pending = [
+                (int(seq), ChangeSet.model_validate_json(body))
+                for seq, body in db.execute("SELECT seq, body FROM pending_changes ORDER BY seq")
+            ]
+        return Snapshot(queries=queries, entries=entries, pending=pending)
 
     # ----- writing ------------------------------------------------------------------
 
@@ -225,15 +238,26 @@ class WarmupStore:
                 (fingerprint,),
             )
 
+    def add_pending(self, seq: int, change: ChangeSet) -> None:
+        """Keep a change until its detection is done (``drop_pending``)."""
+        with self.transaction() as db:
+            _put_pending(db, seq, change)
+
+    def drop_pending(self, up_to_seq: int) -> None:
+        with self.transaction() as db:
+            db.execute("DELETE FROM pending_changes WHERE seq <= ?", (up_to_seq,))
+
     def replace_all(self, snapshot: Snapshot) -> None:
         """Make the store hold exactly ``snapshot`` (one transaction)."""
         with self.transaction() as db:
-            db.execute("DELETE FROM queries")
-            db.execute("DELETE FROM entries")
+            for table in ("queries", "entries", "pending_changes"):
+                db.execute(f"DELETE FROM {table}")
             for record, embedding in snapshot.queries:
                 _put_query(db, record, embedding)
             for entry in snapshot.entries:
                 _put_entry(db, entry)
+            for seq, change in snapshot.pending:
+                _put_pending(db, seq, change)
 
 
 _QUERY_COLUMNS = "key, text, count, last_seen, seed, fingerprint, kth_score"
@@ -276,6 +300,16 @@ def _put_entry(db: sqlite3.Connection, entry: WarmEntry) -> None:
             entry.hits,
             entry.last_hit,
         ),
+    )
+
+
+def _put_pending(db: sqlite3.Connection, seq: int, change: ChangeSet) -> None:
+    # The added chunks' embeddings are left out of a ChangeSet's JSON by default;
+    # detection needs them (a new chunk may enter an entry's top-k).
+    body = change.model_dump(mode="json")
+    body["added_chunks"] = [c.model_dump(mode="json") for c in change.added_chunks]
+    db.execute(
+        "INSERT OR REPLACE INTO pending_changes (seq, body) VALUES (?, ?)", (seq, json.dumps(body))
     )
 
 
