@@ -82,11 +82,20 @@ class JobQueue:
         once instead (the worker cannot wait for itself)."""
         if self._worker is not None and asyncio.current_task() is self._worker:
             return await job()
-        # A caller that gives up (a client went away) does not cancel the job.
-        return await asyncio.shield(self.submit(priority, name, job))
+        done = self.submit(priority, name, job)
+        try:
+            # A caller that gives up (a client went away) does not cancel the job.
+            return await asyncio.shield(done)
+        except asyncio.CancelledError:
+            done.add_done_callback(_log_failure(name))
+            raise
 
     def spawn(self, priority: Priority, name: str, job: Job, *, coalesce: bool = True) -> None:
-        """Queue ``job`` without waiting for it; a failure is logged."""
+        """Queue ``job`` without waiting for it; a failure is logged. Once the queue is
+        closed (shutting down), nothing is queued: callers on the request path never
+        fail for it."""
+        if self.closed:
+            return
         self.submit(priority, name, job, coalesce=coalesce).add_done_callback(_log_failure(name))
 
     # ----- running ------------------------------------------------------------------
