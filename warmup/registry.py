@@ -110,8 +110,11 @@ class Registry:
                 update={"count": count, "last_seen": now, "seed": seed or old.seed}
             )
         self._queries[key] = record
-        vector = self._embeddings[key]
-        self._persist(lambda store: store.put_query(record, vector))
+        if old is None:
+            vector = self._embeddings[key]
+            self._persist(lambda store: store.put_query(record, vector))
+        else:  # the embedding is stored already: only the count moves
+            self._persist(lambda store: store.count_query(record))
         return record
 
     def query(self, key: str) -> QueryRecord | None:

@@ -143,9 +143,11 @@ class WarmupStore:
             return self._conn is not None and self._conn.in_transaction
 
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
+    def transaction(self, *, write: bool = True) -> Iterator[sqlite3.Connection]:
         """One transaction (nested calls join the outer one): committed at the end,
-        rolled back on any error, after which the connection is reopened on next use."""
+        rolled back on any error, after which the connection is reopened on next use.
+        ``write`` takes the write lock at the start (waiting up to the busy timeout),
+        so a write never fails half-way for want of it."""
         with self._lock:
             if self._depth:
                 self._depth += 1
@@ -157,7 +159,7 @@ class WarmupStore:
             db = self._connection()
             self._depth = 1
             try:
-                db.execute("BEGIN IMMEDIATE")
+                db.execute("BEGIN IMMEDIATE" if write else "BEGIN")
                 yield db
                 db.execute("COMMIT")
             except BaseException:
@@ -180,8 +182,8 @@ class WarmupStore:
     # ----- reading ------------------------------------------------------------------
 
     def load(self) -> Snapshot:
-        """Every query (with its embedding) and every entry."""
-        with self.transaction() as db:
+        """Every query (with its embedding), every entry, every pending change."""
+        with self.transaction(write=False) as db:
             rows = db.execute(f"SELECT {_QUERY_COLUMNS}, embedding FROM queries").fetchall()
             queries = [(_query(r), _array(r[7])) for r in rows]
             entries = [
@@ -199,6 +201,14 @@ class WarmupStore:
     def put_query(self, record: QueryRecord, embedding: np.ndarray) -> None:
         with self.transaction() as db:
             _put_query(db, record, embedding)
+
+    def count_query(self, record: QueryRecord) -> None:
+        """A new sighting of a stored query: its decayed count, last sighting, seed flag."""
+        with self.transaction() as db:
+            db.execute(
+                "UPDATE queries SET count = ?, last_seen = ?, seed = ? WHERE key = ?",
+                (record.count, record.last_seen, int(record.seed), record.key),
+            )
 
     def assign(self, key: str, fingerprint: str | None, kth_score: float | None) -> None:
         with self.transaction() as db:
