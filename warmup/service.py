@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 
 from rag.llm import LLMEngine, Usage
 from rag.metrics import ServiceMetrics
@@ -211,19 +212,12 @@ class WarmupService:
         """Prefill persisted entries, hottest first, within budget; retire the rest.
         The hottest ``restore_max_entries`` are warmed before this returns; the others
         that fit follow in the background."""
+        return await self._job(Priority.URGENT, CycleKind.RESTORE, self._restore)
 
-        async def restore(report: CycleReport) -> None:
-            later = await self.restorer.restore(report)
-
-            async def restore_later(report: CycleReport) -> None:
-                await self.restorer.restore_later(later, report)
-
-            if later:
-                self._spawn(
-                    Priority.BACKGROUND, CycleKind.RESTORE_BACKGROUND, restore_later, coalesce=False
-                )
-
-        return await self._job(Priority.URGENT, CycleKind.RESTORE, restore)
+    async def _restore(self, report: CycleReport) -> None:
+        if later := await self.restorer.restore(report):
+            rest = partial(self.restorer.restore_later, later)
+            self._spawn(Priority.BACKGROUND, CycleKind.RESTORE_BACKGROUND, rest, coalesce=False)
 
     # ----- chats ---------------------------------------------------------------------
 
