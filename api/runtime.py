@@ -36,7 +36,7 @@ from rag.sample import load_sample_documents
 from rag.vllm_server import VLLMServer
 from rag.vllm_supervisor import VLLMSupervisor
 from warmup.scheduler import WarmupScheduler
-from warmup.service import WarmupConfig, WarmupService
+from warmup.service import WarmupService
 from warmup.store import WarmupStore
 from warmup.warmer import Warmer
 
@@ -136,7 +136,7 @@ class Runtime:
         )
         self.warmup: WarmupService | None = None
         self.scheduler: WarmupScheduler | None = None
-        if s.warmup_enabled:
+        if s.warmup.enabled:
             self.warmup = self._build_warmup()
             self.engine.observer = self.warmup
         self._startup: asyncio.Task[None] | None = None
@@ -144,28 +144,20 @@ class Runtime:
 
     def _build_warmup(self) -> WarmupService:
         s = self.settings
-        config = WarmupConfig(
-            strategy=s.warmup_strategy,
-            synthetic_queries=s.warmup_synthetic_queries,
-            ttl_s=s.warmup_ttl_s,
-            half_life_s=s.warmup_half_life_s,
-            hot_min_count=s.warmup_hot_min_count,
-            steps=s.warmup_steps,
-            kv_usage_threshold=s.warmup_kv_usage_threshold,
-            max_concurrency=s.warmup_max_concurrency,
-            debounce_s=s.warmup_debounce_s,
-            restore_max_entries=s.warmup_restore_max_entries,
-            budget_share=s.warmup_budget_share,
-            document_queries=s.warmup_document_queries,
-            top_k=s.top_k,
-            context_window=s.vllm_max_model_len,
-        )
         warmer = Warmer(
-            self.llm, self.engine.activity, self.metrics, max_concurrency=s.warmup_max_concurrency
+            self.llm, self.engine.activity, self.metrics, max_concurrency=s.warmup.max_concurrency
         )
         store = WarmupStore(s.data_dir / "warmup.sqlite3", load=False)
         return WarmupService(
-            config, store, self.retriever, self.builder, self.llm, warmer, self.metrics
+            s.warmup,
+            store,
+            self.retriever,
+            self.builder,
+            self.llm,
+            warmer,
+            self.metrics,
+            top_k=s.top_k,
+            context_window=s.vllm_max_model_len,
         )
 
     def _qdrant_client(self) -> QdrantClient:
@@ -209,7 +201,7 @@ class Runtime:
         self.embedder.warm_up()
         self.knowledge.open()
         if self.warmup is not None:
-            self.warmup.store.open()
+            self.warmup.open()  # the store, and the registry loaded from it
 
     def start(self) -> None:
         """Begin start-up in the background (call from the event loop)."""
@@ -236,9 +228,9 @@ class Runtime:
                 s = self.settings
                 self.scheduler = WarmupScheduler(
                     self.warmup,
-                    detect_interval_s=s.warmup_detect_interval_s,
-                    sweep_interval_s=s.warmup_sweep_interval_s,
-                    hot_interval_s=s.warmup_hot_interval_s,
+                    detect_interval_s=s.warmup.detect_interval_s,
+                    sweep_interval_s=s.warmup.sweep_interval_s,
+                    hot_interval_s=s.warmup.hot_interval_s,
                 )
                 self.scheduler.start()
             if self.supervisor is not None:
@@ -292,7 +284,7 @@ class Runtime:
             self.scheduler.shutdown()
         if self.warmup is not None:
             await self.warmup.aclose()
-            self.warmup.store.close()
+            self.warmup.close()
         await self.llm.aclose()
         if self.vllm_server is not None:
             await anyio.to_thread.run_sync(self.vllm_server.stop)

@@ -3,8 +3,8 @@
 Synthetic registry (no vLLM needed): N entries with 3 chunks each and one query per
 entry with a random normalized embedding; the change replaces one document (two
 chunks removed, two added). Times the work ``WarmupService.flush`` does before it
-re-warms anything: the entry index and query matrix (cold: rebuilt from SQLite;
-warm: cached since the last registry change), then ``ChangeDetector.detect``.
+re-warms anything: the entry index and query matrix (cold: rebuilt from the registry
+in memory; warm: cached since the last registry change), then ``ChangeDetector.detect``.
 
     .venv/bin/python bench/detection_scaling.py
 """
@@ -19,12 +19,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.harness import bench_dir
 from bench.measure import percentile
 from rag.models import ChangeSet, ChunkRecord
 from warmup.detector import ChangeDetector
 from warmup.models import WarmEntry
-from warmup.store import WarmupStore
+from warmup.registry import Registry
 
 DIM = 384
 
@@ -34,11 +33,11 @@ def unit(rng: np.random.Generator, n: int) -> np.ndarray:
     return v / np.linalg.norm(v, axis=1, keepdims=True)
 
 
-def build(store: WarmupStore, n: int, rng: np.random.Generator) -> None:
+def build(registry: Registry, n: int, rng: np.random.Generator) -> None:
     vectors = unit(rng, n)
     for i in range(n):
         fp = f"fp{i:06d}"
-        store.put_entry(
+        registry.put_entry(
             WarmEntry(
                 fingerprint=fp,
                 messages=[{"role": "system", "content": f"prefix {i}"}],
@@ -53,41 +52,39 @@ def build(store: WarmupStore, n: int, rng: np.random.Generator) -> None:
             )
         )
         key = f"question {i}"
-        store.record_query(key, key, vectors[i], 0.0, 3600.0)
-        store.assign(key, fp, 0.45)
+        registry.record_query(key, key, vectors[i], 0.0, 3600.0)
+        registry.assign(key, fp, 0.45)
 
 
-def measure(
-    n: int, rounds: int, folder: Path, rng: np.random.Generator
-) -> tuple[list[float], list[float], int]:
+def measure(n: int, rounds: int, rng: np.random.Generator) -> tuple[list[float], list[float], int]:
     """Detection of a one-document change against ``n`` entries, ``rounds`` times with
     caches rebuilt and reused: (cold ms, warm ms, entries affected)."""
     detector = ChangeDetector()
-    store = WarmupStore(folder / "warmup.sqlite3")
-    try:
-        build(store, n, rng)
-        change = ChangeSet(
-            updated=["d7"],
-            removed_chunk_ids=["c7-0", "c7-1"],
-            added_chunks=[
-                ChunkRecord(doc_id="d7", chunk_id=f"new{j}", embedding=v.tolist())
-                for j, v in enumerate(unit(rng, 2))
-            ],
-            kb_version=2,
-        )
-        cold: list[float] = []
-        warm: list[float] = []
-        affected = 0
-        for _ in range(rounds):
-            store.assign("question 0", "fp000000", 0.45)  # drops the cached matrix
-            store.retire("absent")  # ... and the cached entry index
-            for timings in (cold, warm):  # caches rebuilt, then reused
-                started = time.perf_counter()
-                result = detector.detect(store.entry_index(), store.query_matrix(), [change])
-                timings.append((time.perf_counter() - started) * 1000)
-            affected = len(result.affected)
-    finally:
-        store.close()
+    registry = Registry()
+    build(registry, n, rng)
+    change = ChangeSet(
+        updated=["d7"],
+        removed_chunk_ids=["c7-0", "c7-1"],
+        added_chunks=[
+            ChunkRecord(doc_id="d7", chunk_id=f"new{j}", embedding=v.tolist())
+            for j, v in enumerate(unit(rng, 2))
+        ],
+        kb_version=2,
+    )
+    cold: list[float] = []
+    warm: list[float] = []
+    affected = 0
+    for _ in range(rounds):
+        entry = registry.entry("fp000000")
+        assert entry is not None
+        registry.retire(entry.fingerprint)  # drops the cached entry index and matrix
+        registry.put_entry(entry)
+        registry.assign("question 0", entry.fingerprint, 0.45)
+        for timings in (cold, warm):  # caches rebuilt, then reused
+            started = time.perf_counter()
+            result = detector.detect(registry.entry_index(), registry.query_matrix(), [change])
+            timings.append((time.perf_counter() - started) * 1000)
+        affected = len(result.affected)
     return cold, warm, affected
 
 
@@ -96,8 +93,7 @@ def main() -> None:
     print("            cold caches (ms)    warm caches (ms)")
     print("entries     p50        p99        p50        p99    affected")
     for n in (100, 1_000, 10_000):
-        with bench_dir() as folder:
-            cold, warm, affected = measure(n, 15, folder, rng)
+        cold, warm, affected = measure(n, 15, rng)
         print(
             f"{n:7d} {percentile(cold, 50):10.1f} {percentile(cold, 99):10.1f}"
             f" {percentile(warm, 50):10.2f} {percentile(warm, 99):10.2f} {affected:9d}"

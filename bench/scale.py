@@ -128,7 +128,7 @@ def run_scale(quick: bool, work: Path, log: Callable[[str], None] = print) -> di
         detection = []
         rng = np.random.default_rng(3)  # as detection_scaling.main: one generator for all sizes
         for n in p.entry_sizes:
-            cold, warm = measure_detection(n, p.detection_rounds, work / f"detect-{n}", rng)
+            cold, warm = measure_detection(n, p.detection_rounds, rng)
             detection.append({"entries": n, "cold_p50_ms": cold, "warm_p50_ms": warm})
             step(f"detection: {n} entries, cold {cold:.1f} ms, warm {warm:.2f} ms")
     return {"ingest": ingest, "retrieval": retrieval, "subgraph": subgraph, "detection": detection}
@@ -256,11 +256,9 @@ def copies(
     return nodes
 
 
-def measure_detection(
-    n: int, rounds: int, folder: Path, rng: np.random.Generator
-) -> tuple[float, float]:
+def measure_detection(n: int, rounds: int, rng: np.random.Generator) -> tuple[float, float]:
     """detection_scaling's measurement for one size: (cold p50 ms, warm p50 ms)."""
-    cold, warm, _ = detection_scaling.measure(n, rounds, folder, rng)
+    cold, warm, _ = detection_scaling.measure(n, rounds, rng)
     return round(percentile(cold, 50), 3), round(percentile(warm, 50), 3)
 
 

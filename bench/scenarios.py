@@ -29,7 +29,7 @@ from bench.harness import Service, floor_ttft, kv_usage, reset_prefix_cache, ser
 from bench.measure import RequestRecord, summarize
 from bench.strategies import Strategy
 from bench.workload import Town, Workload, unrelated_document
-from warmup.keys import normalize_query
+from rag.query_text import normalize_query
 
 Log = Callable[[str], None]
 
@@ -346,7 +346,9 @@ def entry_queries(svc: Service) -> dict[str, list[str]]:
     warmup = svc.server.runtime.warmup
     assert warmup is not None
     records = (
-        (e.fingerprint, warmup.store.query(k)) for e in warmup.store.entries() for k in e.queries
+        (e.fingerprint, warmup.registry.query(k))
+        for e in warmup.registry.entries()
+        for k in e.queries
     )
     entries: dict[str, list[str]] = defaultdict(list)
     for fingerprint, record in records:

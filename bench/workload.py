@@ -12,7 +12,7 @@ import random
 from collections import Counter
 from dataclasses import dataclass, field
 
-from warmup.keys import normalize_query
+from rag.query_text import normalize_query
 
 _SYLLABLES = [
     "ka", "lor", "ven", "dri", "mo", "sel", "tar", "quin", "bel", "orn", "fa", "zu",

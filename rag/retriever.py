@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import re
 import time
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -13,6 +11,7 @@ import numpy as np
 
 from rag.knowledge_base import KnowledgeBase
 from rag.models import Passage
+from rag.query_text import retrieval_text
 
 
 class Fact(Protocol):
@@ -53,22 +52,6 @@ class Retrieval:
     @property
     def triples(self) -> list[tuple[str, str, str]]:
         return [(f.subject, f.predicate, f.object) for f in self.facts]
-
-
-_SPACE = re.compile(r"\s+")
-_TRAILING_MARKS = re.compile(r"[\s?!.。？！]+$")
-
-
-def retrieval_text(question: str) -> str:
-    """The text a question is retrieved with: single-spaced, without trailing ``?!.``.
-
-    "What is X?", "what is x ??" and "What is X!" normalize to one warm-registry key
-    (``warmup.keys``), so they must retrieve one context too, or a warm prefix serves
-    only some spellings of its question. Case is left alone (the embedding model is
-    uncased); punctuation inside the question ("C++", "what's") is kept.
-    """
-    text = _SPACE.sub(" ", unicodedata.normalize("NFKC", question)).strip()
-    return _TRAILING_MARKS.sub("", text) or text
 
 
 class Retriever:

@@ -57,6 +57,8 @@ class FakeEngine:
     chats: list[list[str]] = field(default_factory=list)
     release: asyncio.Event = field(default_factory=asyncio.Event)
     _blocks: OrderedDict[int, None] = field(default_factory=OrderedDict)
+    #: Seconds each prefill takes (a long warmup cycle, to see what overtakes it).
+    prefill_delay_s: float = 0.0
 
     # ----- the cache model ----------------------------------------------------------
 
@@ -119,7 +121,7 @@ class FakeEngine:
         self._check_up()
         tokens = tokens_of(messages, generation_prompt=False)
         self.prefills.append(tokens)
-        await asyncio.sleep(0)
+        await asyncio.sleep(self.prefill_delay_s)
         return self._run(tokens)
 
     async def cache_config(self) -> CacheConfig:

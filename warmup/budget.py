@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rag.llm import CacheConfig
+from warmup.hits import full_blocks
 
 GIB = 1024**3
 
@@ -40,7 +41,7 @@ class WarmBudget:
 
     def full_blocks(self, tokens: int) -> int:
         """Tokens of a prompt that sit in full KV blocks: the part a later request reuses."""
-        return tokens // self.block_size * self.block_size
+        return full_blocks(tokens, self.block_size)
 
     @classmethod
     def from_cache(

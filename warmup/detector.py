@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rag.models import ChangeSet
-from warmup.store import EntryIndex, QueryMatrix
+from warmup.registry import EntryIndex, QueryMatrix
 
 _SCORE_EPSILON = 1e-5
 

@@ -4,12 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from rag.prompt import PromptPrefix
 from warmup.budget import WarmBudget
 
 #: Characters per token, for estimating a prefix's size before vLLM counts it.
 CHARS_PER_TOKEN = 3.5
+
+T = TypeVar("T")
+
+
+def split_steps(items: Sequence[T], steps: int) -> list[list[T]]:
+    """Progressive warmup (seed 003): ``items``, in order, in ``steps`` near-equal steps
+    (fewer when there are fewer items); the warmer checks vLLM's KV usage after each."""
+    size = -(-len(items) // max(1, steps)) if items else 0
+    return [list(items[i : i + size]) for i in range(0, len(items), size)] if size else []
 
 
 def estimate_tokens(prefix: PromptPrefix) -> int:
@@ -118,10 +128,8 @@ class WarmupPlanner:
                 room += freed
             chosen.append(candidate)
             room -= candidate.est_tokens
-        size = -(-len(chosen) // self.steps) if chosen else 0
-        steps = [chosen[i : i + size] for i in range(0, len(chosen), size)] if size else []
         return Plan(
-            steps=steps,
+            steps=split_steps(chosen, self.steps),
             skipped_over_budget=over,
             skipped_too_large=too_large,
             displaces=displaces,

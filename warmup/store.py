@@ -1,22 +1,35 @@
 """The warmup layer's persisted state: the query log and the registry of warm prefixes.
 
-One SQLite file in the data folder. Query embeddings are stored with the queries so
-that change detection and re-warming never embed a question again.
+One SQLite file in the data folder. While the service runs, the state lives in
+memory (``warmup/registry.py``) and this store is where it is written to, so that a
+restart finds it; it is read once, at open. Query embeddings are stored with the
+queries so that change detection and re-warming never embed a question again.
+Knowledge-base changes are kept here from their notification until their detection
+is done, so a process killed in between replays them at the next start.
+
+Every write is one transaction. On any error it rolls back and the connection is
+closed, to be opened afresh by the next call: a locked file, a full disk or an I/O
+error fails that write only, and never leaves the connection inside a transaction.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from rag.models import ChangeSet
 from warmup.models import QueryRecord, WarmEntry
+
+log = logging.getLogger(__name__)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS queries (
@@ -42,275 +55,272 @@ CREATE TABLE IF NOT EXISTS entries (
     hits INTEGER NOT NULL DEFAULT 0,
     last_hit REAL
 );
+CREATE TABLE IF NOT EXISTS pending_changes (
+    seq INTEGER PRIMARY KEY,
+    body TEXT NOT NULL
+);
 """
 
-
-def decayed(count: float, last_seen: float, now: float, half_life_s: float) -> float:
-    """Exponentially decayed count: halves every ``half_life_s`` without a new sighting."""
-    return count * 0.5 ** (max(0.0, now - last_seen) / half_life_s)
-
-
-@dataclass(frozen=True)
-class EntryIndex:
-    """What detection needs of every entry: the chunks and documents it was built from."""
-
-    chunk_ids: dict[str, tuple[str, ...]]
-    doc_ids: dict[str, tuple[str, ...]]
+#: How long a write waits for another connection's lock before it fails ("database is
+#: locked"). Writes run off the event loop, so the wait holds up no chat.
+BUSY_TIMEOUT_S = 5.0
 
 
-@dataclass(frozen=True)
-class QueryMatrix:
-    """Every query that backs a warm entry, as arrays for vectorized detection."""
+@dataclass
+class Snapshot:
+    """Everything the store holds: the registry, and the knowledge-base changes whose
+    detection has not finished (by sequence number)."""
 
-    keys: list[str]
-    fingerprints: list[str]
-    embeddings: np.ndarray  # (n, dim), normalized
-    kth_scores: np.ndarray  # (n,)
+    queries: list[tuple[QueryRecord, np.ndarray]] = field(default_factory=list)
+    entries: list[WarmEntry] = field(default_factory=list)
+    pending: list[tuple[int, ChangeSet]] = field(default_factory=list)
 
 
 class WarmupStore:
-    """Thread-safe; one connection, serialized by a lock (writes are small and rare)."""
+    """Thread-safe: one connection, serialized by a lock.
 
-    def __init__(self, path: Path, *, load: bool = True) -> None:
+    ``connection_factory`` is the ``sqlite3.Connection`` subclass to connect with
+    (tests pass one that fails on demand)."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        load: bool = True,
+        connection_factory: type[sqlite3.Connection] = sqlite3.Connection,
+        busy_timeout_s: float = BUSY_TIMEOUT_S,
+    ) -> None:
         self._path = path
+        self.connection_factory = connection_factory
+        self._busy_timeout_s = busy_timeout_s
         self._conn: sqlite3.Connection | None = None
+        self._opened = False
         self._lock = threading.RLock()
-        self._matrix: QueryMatrix | None = None
-        self._index: EntryIndex | None = None
+        self._depth = 0
+        self.failures = 0  # writes that failed and were rolled back
         if load:
             self.open()
 
     def open(self) -> None:
         with self._lock:
-            if self._conn is not None:
-                return
-            self._path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self._path, check_same_thread=False, isolation_level=None)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
-            db.executescript(_SCHEMA)
-            self._conn = db
-
-    @property
-    def _db(self) -> sqlite3.Connection:
-        if self._conn is None:
-            raise RuntimeError("the warmup store is not open yet")
-        return self._conn
+            self._opened = True
+            self._connection()
 
     def close(self) -> None:
         with self._lock:
+            self._opened = False
             if self._conn is not None:
                 self._conn.close()
+                self._conn = None
 
-    # ----- queries ------------------------------------------------------------------
+    def _connection(self) -> sqlite3.Connection:
+        """The open connection, or a new one (after ``open``, or after a failed write)."""
+        if self._conn is None:
+            if not self._opened:
+                raise RuntimeError("the warmup store is not open yet")
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(
+                self._path,
+                timeout=self._busy_timeout_s,
+                check_same_thread=False,
+                isolation_level=None,
+                factory=self.connection_factory,
+            )
+            try:
+                db.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_s * 1000)}")
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=NORMAL")
+                db.executescript(_SCHEMA)
+            except BaseException:
+                db.close()
+                raise
+            self._conn = db
+        return self._conn
 
-    def record_query(
-        self,
-        key: str,
-        text: str,
-        embedding: np.ndarray,
-        now: float,
-        half_life_s: float,
-        *,
-        seed: bool = False,
-        weight: float = 1.0,
-    ) -> QueryRecord:
-        """Count one sighting of ``key`` (its first text and embedding are kept)."""
+    @property
+    def in_transaction(self) -> bool:
         with self._lock:
-            row = self._db.execute(
-                "SELECT count, last_seen, seed FROM queries WHERE key = ?", (key,)
-            ).fetchone()
-            if row is None:
-                self._db.execute(
-                    "INSERT INTO queries (key, text, embedding, count, last_seen, seed)"
-                    " VALUES (?, ?, ?, ?, ?, ?)",
-                    (key, text, _blob(embedding), weight, now, int(seed)),
-                )
-            else:
-                count = decayed(row[0], row[1], now, half_life_s) + weight
-                self._db.execute(
-                    "UPDATE queries SET count = ?, last_seen = ?, seed = ? WHERE key = ?",
-                    (count, now, int(seed or row[2]), key),
-                )
-            record = self.query(key)
-        assert record is not None
-        return record
+            return self._conn is not None and self._conn.in_transaction
 
-    def query(self, key: str) -> QueryRecord | None:
+    @contextmanager
+    def transaction(self, *, write: bool = True) -> Iterator[sqlite3.Connection]:
+        """One transaction (nested calls join the outer one): committed at the end,
+        rolled back on any error, after which the connection is reopened on next use.
+        ``write`` takes the write lock at the start (waiting up to the busy timeout),
+        so a write never fails half-way for want of it."""
         with self._lock:
-            row = self._db.execute(
-                "SELECT key, text, count, last_seen, seed, fingerprint, kth_score"
-                " FROM queries WHERE key = ?",
-                (key,),
-            ).fetchone()
-        return _query(row) if row else None
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield self._connection()
+                finally:
+                    self._depth -= 1
+                return
+            db = self._connection()
+            self._depth = 1
+            try:
+                db.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+                yield db
+                db.execute("COMMIT")
+            except BaseException:
+                self._recover(db)
+                raise
+            finally:
+                self._depth = 0
 
-    def query_embedding(self, key: str) -> np.ndarray | None:
-        with self._lock:
-            row = self._db.execute("SELECT embedding FROM queries WHERE key = ?", (key,)).fetchone()
-        return _array(row[0]) if row else None
+    def _recover(self, db: sqlite3.Connection) -> None:
+        self.failures += 1
+        try:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+        except sqlite3.Error:
+            log.warning("warmup store: rollback failed; the connection is closed anyway")
+        finally:
+            db.close()
+            self._conn = None  # reconnect on next use
 
-    def queries(self) -> list[QueryRecord]:
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT key, text, count, last_seen, seed, fingerprint, kth_score FROM queries"
-            ).fetchall()
-        return [_query(r) for r in rows]
+    # ----- reading ------------------------------------------------------------------
+
+    def load(self) -> Snapshot:
+        """Every query (with its embedding), every entry, every pending change."""
+        with self.transaction(write=False) as db:
+            rows = db.execute(f"SELECT {_QUERY_COLUMNS}, embedding FROM queries").fetchall()
+            queries = [(_query(r), _array(r[7])) for r in rows]
+            entries = [
+                _entry(r)
+                for r in db.execute(f"SELECT {_ENTRY_COLUMNS} FROM entries ORDER BY fingerprint")
+            ]
+            pending = [
+                (int(seq), ChangeSet.model_validate_json(body))
+                for seq, body in db.execute("SELECT seq, body FROM pending_changes ORDER BY seq")
+            ]
+        return Snapshot(queries=queries, entries=entries, pending=pending)
+
+    # ----- writing ------------------------------------------------------------------
+
+    def put_query(self, record: QueryRecord, embedding: np.ndarray) -> None:
+        with self.transaction() as db:
+            _put_query(db, record, embedding)
+
+    def count_query(self, record: QueryRecord) -> None:
+        """A new sighting of a stored query: its decayed count, last sighting, seed flag."""
+        with self.transaction() as db:
+            db.execute(
+                "UPDATE queries SET count = ?, last_seen = ?, seed = ? WHERE key = ?",
+                (record.count, record.last_seen, int(record.seed), record.key),
+            )
 
     def assign(self, key: str, fingerprint: str | None, kth_score: float | None) -> None:
-        """Point a query at the entry that holds its context."""
-        with self._lock:
-            self._db.execute(
+        with self.transaction() as db:
+            db.execute(
                 "UPDATE queries SET fingerprint = ?, kth_score = ? WHERE key = ?",
                 (fingerprint, kth_score, key),
             )
-            self._matrix = None
 
-    def query_matrix(self) -> QueryMatrix:
-        """Queries attached to entries, cached until the next assignment."""
-        with self._lock:
-            if self._matrix is None:
-                rows = self._db.execute(
-                    "SELECT key, fingerprint, embedding, kth_score FROM queries"
-                    " WHERE fingerprint IS NOT NULL ORDER BY key"
-                ).fetchall()
-                dim = len(_array(rows[0][2])) if rows else 0
-                self._matrix = QueryMatrix(
-                    keys=[r[0] for r in rows],
-                    fingerprints=[r[1] for r in rows],
-                    embeddings=(
-                        np.stack([_array(r[2]) for r in rows])
-                        if rows
-                        else np.zeros((0, dim), np.float32)
-                    ),
-                    kth_scores=np.array(
-                        [r[3] if r[3] is not None else -1.0 for r in rows], np.float32
-                    ),
-                )
-            return self._matrix
-
-    # ----- entries ------------------------------------------------------------------
+    def delete_queries(self, keys: Iterable[str]) -> None:
+        with self.transaction() as db:
+            db.executemany("DELETE FROM queries WHERE key = ?", [(k,) for k in keys])
 
     def put_entry(self, entry: WarmEntry) -> None:
-        body = entry.model_dump(include={"messages", "content_hashes", "triples"})
-        with self._lock:
-            self._db.execute(
-                "INSERT OR REPLACE INTO entries (fingerprint, body, chunk_ids, doc_ids,"
-                " prefix_tokens, cached_block_tokens, warmed_at, expires_at, hits, last_hit)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    entry.fingerprint,
-                    json.dumps(body, ensure_ascii=False),
-                    json.dumps(entry.chunk_ids),
-                    json.dumps(entry.doc_ids),
-                    entry.prefix_tokens,
-                    entry.cached_block_tokens,
-                    entry.warmed_at,
-                    entry.expires_at,
-                    entry.hits,
-                    entry.last_hit,
-                ),
+        with self.transaction() as db:
+            _put_entry(db, entry)
+
+    def record_hit(self, fingerprint: str, hits: int, last_hit: float) -> None:
+        with self.transaction() as db:
+            db.execute(
+                "UPDATE entries SET hits = ?, last_hit = ? WHERE fingerprint = ?",
+                (hits, last_hit, fingerprint),
             )
-            self._index = None
 
-    def entry(self, fingerprint: str) -> WarmEntry | None:
-        with self._lock:
-            row = self._db.execute(
-                f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE fingerprint = ?", (fingerprint,)
-            ).fetchone()
-            return self._entry(row) if row else None
-
-    def entries(self) -> list[WarmEntry]:
-        with self._lock:
-            rows = self._db.execute(
-                f"SELECT {_ENTRY_COLUMNS} FROM entries ORDER BY fingerprint"
-            ).fetchall()
-            keys: dict[str, list[str]] = {}
-            for key, fingerprint in self._db.execute(
-                "SELECT key, fingerprint FROM queries WHERE fingerprint IS NOT NULL ORDER BY key"
-            ):
-                keys.setdefault(fingerprint, []).append(key)
-        return [self._build(r, keys.get(r[0], [])) for r in rows]
-
-    def entry_index(self) -> EntryIndex:
-        """Chunk and document ids of every entry, cached until an entry changes."""
-        with self._lock:
-            if self._index is None:
-                rows = self._db.execute("SELECT fingerprint, chunk_ids, doc_ids FROM entries")
-                chunks, docs = {}, {}
-                for fingerprint, chunk_ids, doc_ids in rows:
-                    chunks[fingerprint] = tuple(json.loads(chunk_ids))
-                    docs[fingerprint] = tuple(json.loads(doc_ids))
-                self._index = EntryIndex(chunk_ids=chunks, doc_ids=docs)
-            return self._index
-
-    def _entry(self, row: Any) -> WarmEntry:
-        keys = [
-            r[0]
-            for r in self._db.execute(
-                "SELECT key FROM queries WHERE fingerprint = ? ORDER BY key", (row[0],)
-            )
-        ]
-        return self._build(row, keys)
-
-    @staticmethod
-    def _build(row: Any, keys: list[str]) -> WarmEntry:
-        return WarmEntry(
-            fingerprint=str(row[0]),
-            chunk_ids=json.loads(row[2]),
-            doc_ids=json.loads(row[3]),
-            prefix_tokens=int(row[4]),
-            cached_block_tokens=int(row[5]),
-            warmed_at=float(row[6]),
-            expires_at=float(row[7]),
-            hits=int(row[8]),
-            last_hit=row[9],
-            queries=keys,
-            **json.loads(row[1]),
-        )
-
-    def extend(self, fingerprints: Iterable[str], expires_at: float) -> int:
-        with self._lock:
-            cur = self._db.executemany(
-                "UPDATE entries SET expires_at = max(expires_at, ?) WHERE fingerprint = ?",
-                [(expires_at, fp) for fp in fingerprints],
-            )
-            return int(cur.rowcount)
-
-    def record_hit(self, fingerprint: str, now: float) -> None:
-        with self._lock:
-            self._db.execute(
-                "UPDATE entries SET hits = hits + 1, last_hit = ? WHERE fingerprint = ?",
-                (now, fingerprint),
+    def extend(self, expiries: Iterable[tuple[str, float]]) -> None:
+        with self.transaction() as db:
+            db.executemany(
+                "UPDATE entries SET expires_at = ? WHERE fingerprint = ?",
+                [(expires_at, fp) for fp, expires_at in expiries],
             )
 
     def retire(self, fingerprint: str) -> None:
         """Forget an entry; its queries keep their history but point nowhere."""
-        with self._lock:
-            self._db.execute("BEGIN")
-            self._db.execute("DELETE FROM entries WHERE fingerprint = ?", (fingerprint,))
-            self._db.execute(
+        with self.transaction() as db:
+            db.execute("DELETE FROM entries WHERE fingerprint = ?", (fingerprint,))
+            db.execute(
                 "UPDATE queries SET fingerprint = NULL, kth_score = NULL WHERE fingerprint = ?",
                 (fingerprint,),
             )
-            self._db.execute("COMMIT")
-            self._matrix = None
-            self._index = None
 
-    def warm_tokens(self) -> int:
-        with self._lock:
-            row = self._db.execute("SELECT coalesce(sum(prefix_tokens), 0) FROM entries").fetchone()
-        return int(row[0])
+    def add_pending(self, seq: int, change: ChangeSet) -> None:
+        """Keep a change until its detection is done (``drop_pending``)."""
+        with self.transaction() as db:
+            _put_pending(db, seq, change)
 
-    def entry_count(self) -> int:
-        with self._lock:
-            return int(self._db.execute("SELECT count(*) FROM entries").fetchone()[0])
+    def drop_pending(self, up_to_seq: int) -> None:
+        with self.transaction() as db:
+            db.execute("DELETE FROM pending_changes WHERE seq <= ?", (up_to_seq,))
+
+    def replace_all(self, snapshot: Snapshot) -> None:
+        """Make the store hold exactly ``snapshot`` (one transaction)."""
+        with self.transaction() as db:
+            for table in ("queries", "entries", "pending_changes"):
+                db.execute(f"DELETE FROM {table}")
+            for record, embedding in snapshot.queries:
+                _put_query(db, record, embedding)
+            for entry in snapshot.entries:
+                _put_entry(db, entry)
+            for seq, change in snapshot.pending:
+                _put_pending(db, seq, change)
 
 
+_QUERY_COLUMNS = "key, text, count, last_seen, seed, fingerprint, kth_score"
 _ENTRY_COLUMNS = (
     "fingerprint, body, chunk_ids, doc_ids, prefix_tokens, cached_block_tokens,"
     " warmed_at, expires_at, hits, last_hit"
 )
+
+
+def _put_query(db: sqlite3.Connection, record: QueryRecord, embedding: np.ndarray) -> None:
+    db.execute(
+        f"INSERT OR REPLACE INTO queries ({_QUERY_COLUMNS}, embedding)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            record.key,
+            record.text,
+            record.count,
+            record.last_seen,
+            int(record.seed),
+            record.fingerprint,
+            record.kth_score,
+            _blob(embedding),
+        ),
+    )
+
+
+def _put_entry(db: sqlite3.Connection, entry: WarmEntry) -> None:
+    body = entry.model_dump(include={"messages", "content_hashes", "triples"})
+    db.execute(
+        f"INSERT OR REPLACE INTO entries ({_ENTRY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            entry.fingerprint,
+            json.dumps(body, ensure_ascii=False),
+            json.dumps(entry.chunk_ids),
+            json.dumps(entry.doc_ids),
+            entry.prefix_tokens,
+            entry.cached_block_tokens,
+            entry.warmed_at,
+            entry.expires_at,
+            entry.hits,
+            entry.last_hit,
+        ),
+    )
+
+
+def _put_pending(db: sqlite3.Connection, seq: int, change: ChangeSet) -> None:
+    # The added chunks' embeddings are left out of a ChangeSet's JSON by default;
+    # detection needs them (a new chunk may enter an entry's top-k).
+    body = change.model_dump(mode="json")
+    body["added_chunks"] = [c.model_dump(mode="json") for c in change.added_chunks]
+    db.execute(
+        "INSERT OR REPLACE INTO pending_changes (seq, body) VALUES (?, ?)", (seq, json.dumps(body))
+    )
 
 
 def _blob(vector: np.ndarray) -> bytes:
@@ -318,7 +328,7 @@ def _blob(vector: np.ndarray) -> bytes:
 
 
 def _array(blob: bytes) -> np.ndarray:
-    return np.frombuffer(blob, dtype=np.float32)
+    return np.frombuffer(blob, dtype=np.float32).copy()
 
 
 def _query(row: Any) -> QueryRecord:
@@ -330,4 +340,19 @@ def _query(row: Any) -> QueryRecord:
         seed=bool(row[4]),
         fingerprint=row[5],
         kth_score=row[6],
+    )
+
+
+def _entry(row: Any) -> WarmEntry:
+    return WarmEntry(
+        fingerprint=str(row[0]),
+        chunk_ids=json.loads(row[2]),
+        doc_ids=json.loads(row[3]),
+        prefix_tokens=int(row[4]),
+        cached_block_tokens=int(row[5]),
+        warmed_at=float(row[6]),
+        expires_at=float(row[7]),
+        hits=int(row[8]),
+        last_hit=row[9],
+        **json.loads(row[1]),
     )

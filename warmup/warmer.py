@@ -1,13 +1,19 @@
-"""Send warm prefixes to vLLM: ``max_tokens: 1`` prefills that yield to chats."""
+"""Send warm prefixes to vLLM: ``max_tokens: 1`` prefills that yield to chats, and
+keep the registry in step with what was sent."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Iterable
 
 from rag.chat import ChatActivity
 from rag.llm import LLMEngine, Usage
 from rag.metrics import ServiceMetrics
 from rag.prompt import PromptPrefix
+from warmup.budget import WarmBudget
+from warmup.models import RewarmReason, WarmEntry
+from warmup.registry import Registry
+from warmup.reports import CycleReport
 
 
 class Warmer:
@@ -37,14 +43,103 @@ class Warmer:
         self.quiet_s = quiet_s
         self._slots = asyncio.Semaphore(max_concurrency)
         self.requests_sent = 0
-        self.tokens_prefilled = 0
 
     async def warm(self, prefix: PromptPrefix) -> Usage:
         async with self._slots:
             await self.activity.wait_idle(self.yield_timeout_s, self.quiet_s)
             usage = await self.llm.prefill(prefix.messages)
         self.requests_sent += 1
-        self.tokens_prefilled += usage.prompt_tokens - usage.cached_tokens
         self.metrics.warm_requests.inc()
         self.metrics.warm_prefill_tokens.inc(usage.prompt_tokens - usage.cached_tokens)
         return usage
+
+
+class EntryWarmer:
+    """Prefill execution: sends prefixes through the ``Warmer`` and keeps the registry
+    in step with what vLLM now holds (a new entry, or an entry's renewed TTL), counting
+    each prefill in the cycle's report and the metrics."""
+
+    def __init__(
+        self,
+        warmer: Warmer,
+        registry: Registry,
+        llm: LLMEngine,
+        metrics: ServiceMetrics,
+        *,
+        budget: Callable[[], WarmBudget],
+        ttl_s: float,
+        kv_usage_threshold: float,
+        clock: Callable[[], float],
+    ) -> None:
+        self.warmer = warmer
+        self.registry = registry
+        self.llm = llm
+        self.metrics = metrics
+        self.budget = budget
+        self.ttl_s = ttl_s
+        self.kv_usage_threshold = kv_usage_threshold
+        self.clock = clock
+
+    async def warm(
+        self, prefix: PromptPrefix, reason: RewarmReason, report: CycleReport
+    ) -> WarmEntry | None:
+        """Prefill a new context and register it (None: the budget allows no warmup)."""
+        budget = self.budget()
+        if not budget.enabled:
+            report.skipped_over_budget += 1
+            return None
+        usage = await self.warmer.warm(prefix)
+        now = self.clock()
+        old = self.registry.entry(prefix.fingerprint)
+        entry = WarmEntry(
+            fingerprint=prefix.fingerprint,
+            messages=[dict(m) for m in prefix.messages],
+            chunk_ids=[p.chunk_id for p in prefix.passages],
+            doc_ids=sorted({p.doc_id for p in prefix.passages}),
+            content_hashes=[p.content_hash for p in prefix.passages],
+            triples=[list(t) for t in prefix.triples],
+            prefix_tokens=usage.prompt_tokens,
+            cached_block_tokens=budget.full_blocks(usage.prompt_tokens),
+            warmed_at=now,
+            expires_at=now + self.ttl_s,
+            hits=old.hits if old else 0,
+            last_hit=old.last_hit if old else None,
+        )
+        self.registry.put_entry(entry)
+        self._count(usage, reason, report)
+        return entry
+
+    async def rewarm(self, entry: WarmEntry, reason: RewarmReason, report: CycleReport) -> None:
+        """Prefill a registered entry's exact messages again and renew its TTL."""
+        prefix = PromptPrefix(
+            messages=tuple(entry.messages), passages=(), triples=(), fingerprint=entry.fingerprint
+        )
+        usage = await self.warmer.warm(prefix)
+        if (current := self.registry.entry(entry.fingerprint)) is not None:
+            now = self.clock()
+            self.registry.put_entry(
+                current.model_copy(update={"warmed_at": now, "expires_at": now + self.ttl_s})
+            )
+        self._count(usage, reason, report)
+
+    async def send(self, prefix: PromptPrefix, reason: RewarmReason, report: CycleReport) -> None:
+        """Prefill without registering anything (the synthetic batch)."""
+        self._count(await self.warmer.warm(prefix), reason, report)
+
+    def extend(self, fingerprints: Iterable[str], report: CycleReport) -> None:
+        """The context is unchanged: keep these entries for another TTL, no prefill."""
+        count = self.registry.extend(fingerprints, self.clock() + self.ttl_s)
+        self.metrics.ttl_extensions.inc(count)
+        report.extended += count
+
+    def retire(self, fingerprint: str, report: CycleReport) -> None:
+        if self.registry.retire(fingerprint):
+            report.retired += 1
+
+    async def kv_full(self) -> bool:
+        """vLLM's KV usage passed the threshold: warming more would evict chats' blocks."""
+        return await self.llm.kv_usage() > self.kv_usage_threshold
+
+    def _count(self, usage: Usage, reason: RewarmReason, report: CycleReport) -> None:
+        report.count_prefill(usage, reason)
+        self.metrics.rewarms.labels(reason.value).inc()

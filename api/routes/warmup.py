@@ -12,7 +12,8 @@ from pydantic import BaseModel, Field, field_validator
 from api.deps import AdminDep, RuntimeDep
 from api.runtime import Runtime
 from api.schemas import MAX_QUESTION_CHARS
-from warmup.service import CycleReport, WarmupService
+from warmup.reports import CycleReport
+from warmup.service import WarmupService
 
 router = APIRouter(prefix="/admin/warmup", tags=["admin", "warmup"], dependencies=[AdminDep])
 
@@ -47,13 +48,13 @@ async def registry(runtime: RuntimeDep) -> dict[str, Any]:
     service = _service(runtime)
     now = time.time()
     entries = []
-    for entry in service.store.entries():
+    for entry in service.registry.entries():
         item = entry.model_dump(exclude={"messages"})
         item["ttl_s"] = round(entry.expires_at - now, 1)
         entries.append(item)
     return {
         "entries": entries,
-        "warm_tokens": service.store.warm_tokens(),
+        "warm_tokens": service.registry.warm_tokens(),
         "budget": {**asdict(service.budget), "max_tokens": service.budget.max_tokens}
         if service.budget
         else None,

@@ -221,7 +221,7 @@ def test_ttl_expiry_drops_entries_that_are_not_hot(warm_service: Service) -> Non
 
     now[0] = entry["expires_at"] - 1  # not yet expired: kept
     assert service.warmup_cycle()[1]["retired"] == 0
-    now[0] = entry["expires_at"] + 10 * service.settings.warmup_half_life_s  # expired, cold
+    now[0] = entry["expires_at"] + 10 * service.settings.warmup.half_life_s  # expired, cold
     sweep = service.warmup_cycle()[1]
     assert sweep["kind"] == "sweep" and sweep["retired"] == 1
     assert service.registry()["entries"] == []

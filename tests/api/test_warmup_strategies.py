@@ -78,5 +78,5 @@ def test_hybrid_strategy_warms_seeds_and_the_synthetic_batch(
 
 
 def test_unknown_strategy_is_refused_at_start(start_service: ServiceFactory) -> None:
-    with pytest.raises(ValidationError, match="warmup_strategy"):
+    with pytest.raises(ValidationError, match=r"warmup\.strategy"):
         start_service(warmup_strategy="everything")

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bench.measure import HIT_MAX_UNCACHED, RequestRecord, percentile, summarize
+from bench.measure import RequestRecord, percentile, summarize
 from bench.report import evaluate_targets, rolling_hit_share, write_report
 
 
@@ -162,8 +162,10 @@ def test_write_report_writes_json_markdown_and_plots(tmp_path: Path) -> None:
 
 
 def test_hit_definition_and_statistics() -> None:
-    assert RequestRecord("q", 0, 1, 1, 500, 500 - HIT_MAX_UNCACHED + 1).hit
-    assert not RequestRecord("q", 0, 1, 1, 500, 500 - HIT_MAX_UNCACHED).hit
+    # 500 prompt tokens: a context of 436 or more, 384 of them in full blocks of 128.
+    assert RequestRecord("q", 0, 1, 1, 500, 384).hit
+    assert not RequestRecord("q", 0, 1, 1, 500, 256).hit
+    assert not RequestRecord("q", 0, 1, 1, 150, 0).hit  # no full block: nothing to hit
     assert percentile([1, 2, 3, 4], 50) == 2 and percentile([1, 2, 3, 4], 99) == 4
     assert rolling_hit_share([RequestRecord("q", 0, 1, 1, 400, c) for c in (384, 0, 384)], 2) == [
         1.0, 0.5, 0.5,

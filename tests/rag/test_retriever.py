@@ -12,8 +12,8 @@ from qdrant_client import QdrantClient
 from rag.embedding import Embedder
 from rag.knowledge_base import KnowledgeBase
 from rag.models import DocumentIn
-from rag.retriever import Retriever, retrieval_text
-from warmup.keys import normalize_query
+from rag.query_text import normalize_query, retrieval_text
+from rag.retriever import Retriever
 
 DOCS = [
     DocumentIn(id="curie", text="Marie Curie discovered polonium and radium in Paris."),
@@ -45,6 +45,13 @@ def retriever(tmp_path: Path, embedder: Embedder) -> Iterator[Retriever]:
 )
 def test_retrieval_text(question: str, expected: str) -> None:
     assert retrieval_text(question) == expected
+
+
+def test_query_keys() -> None:
+    key = normalize_query("What colour is the river Zorn?")
+    for spelling in ("what colour is the RIVER zorn ??", "  What  colour is the river Zorn! "):
+        assert normalize_query(spelling) == key
+    assert normalize_query("Where is the river Zorn?") != key
 
 
 def test_spellings_of_one_question_retrieve_one_context(retriever: Retriever) -> None:

@@ -1,4 +1,4 @@
-"""Budget tiers, query keys, planning and detection on plain data (no vLLM)."""
+"""Budget tiers, planning and detection on plain data (no vLLM)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ from rag.models import ChangeSet, ChunkRecord, Passage
 from rag.prompt import PromptBuilder
 from warmup.budget import GIB, WarmBudget, tier_share
 from warmup.detector import ChangeDetector
-from warmup.keys import normalize_query
 from warmup.planner import Candidate, Incumbent, WarmupPlanner
-from warmup.store import EntryIndex, QueryMatrix
+from warmup.registry import EntryIndex, QueryMatrix
 
 
 def test_seed_tiers() -> None:
@@ -24,13 +23,6 @@ def test_seed_tiers() -> None:
     assert budget.per_entry_max_tokens == 1024
     assert budget.full_blocks(394) == 384
     assert not WarmBudget.from_cache(CacheConfig(128, 728, 2 * GIB), 4096).enabled
-
-
-def test_query_keys() -> None:
-    key = normalize_query("What colour is the river Zorn?")
-    for spelling in ("what colour is the RIVER zorn ??", "  What  colour is the river Zorn! "):
-        assert normalize_query(spelling) == key
-    assert normalize_query("Where is the river Zorn?") != key
 
 
 def candidate(i: int, frequency: float, tokens: int) -> Candidate:

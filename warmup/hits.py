@@ -1,0 +1,21 @@
+"""When a chat counts as served from a warm prefix: one definition for the service's
+``cache.warm_hit`` and the benchmark's hit share.
+
+vLLM reuses only full KV blocks, so the part of a prefix that can come from cache is
+its tokens in full blocks; the tail after the last full block, and the question, are
+always computed. A chat hit its warm prefix when vLLM served all of that part from
+its cache (``usage.prompt_tokens_details.cached_tokens``).
+"""
+
+from __future__ import annotations
+
+
+def full_blocks(tokens: int, block_size: int) -> int:
+    """Tokens of a prompt that sit in full KV blocks: the part a later request reuses."""
+    return max(0, tokens) // block_size * block_size
+
+
+def is_warm_hit(cached_tokens: int, warm_tokens: int) -> bool:
+    """``warm_tokens``: the warm prefix's tokens in full blocks (``full_blocks``). A
+    prefix with no full block cannot be served from cache, so it never hits."""
+    return warm_tokens > 0 and cached_tokens >= warm_tokens

@@ -1,0 +1,95 @@
+"""Restore: put registered entries back into vLLM's cache.
+
+- Start-up (seed 000, ch. 1): a (re)started vLLM holds none of the registry. The
+  hottest entries that fit the budget are prefilled before ``/ready``
+  (``restore_max_entries``), the rest that fit follow in the background; those over
+  budget are retired.
+- Eviction: a chat on a registered prefix found its blocks gone; prefill it again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from warmup.budget import WarmBudget
+from warmup.heat import Heat
+from warmup.jobs import JobQueue
+from warmup.models import RewarmReason, WarmEntry
+from warmup.planner import split_steps
+from warmup.registry import Registry
+from warmup.reports import CycleReport
+from warmup.warmer import EntryWarmer
+
+
+@dataclass(kw_only=True)
+class Restorer:
+    registry: Registry
+    heat: Heat
+    warmer: EntryWarmer
+    queue: JobQueue
+    budget: Callable[[], WarmBudget]
+    steps: int
+    restore_max_entries: int
+    clock: Callable[[], float]
+    started_at: float = field(default=0.0, init=False)
+    _evicted: set[str] = field(default_factory=set, init=False)
+
+    async def restore(self, report: CycleReport) -> list[str]:
+        """Prefill the hottest entries within budget, in progressive steps; retire those
+        over budget. Returns the fingerprints left for ``restore_later``."""
+        now = self.started_at = self.clock()
+        room = self.budget().max_tokens
+        keep: list[WarmEntry] = []
+        for fingerprint in self.heat.hottest_first(self.registry.fingerprints(), now):
+            entry = self.registry.entry(fingerprint)
+            if entry is not None and entry.prefix_tokens <= room:
+                keep.append(entry)
+                room -= entry.prefix_tokens
+            else:
+                self.warmer.retire(fingerprint, report)
+        first, later = keep[: self.restore_max_entries], keep[self.restore_max_entries :]
+        if not await self._prefill_steps(first, report):
+            for entry in later:
+                self.warmer.retire(entry.fingerprint, report)
+            return []
+        return [e.fingerprint for e in later]
+
+    async def _prefill_steps(self, entries: list[WarmEntry], report: CycleReport) -> bool:
+        """Past the KV-usage threshold after a step, retire the rest and return False."""
+        done = 0
+        for step in split_steps(entries, self.steps):
+            for entry in step:
+                await self.queue.checkpoint()
+                await self.warmer.rewarm(entry, RewarmReason.STARTUP, report)
+            done += len(step)
+            if await self.warmer.kv_full():
+                report.stopped_by_kv_usage = True
+                for rest in entries[done:]:
+                    self.warmer.retire(rest.fingerprint, report)
+                return False
+        return True
+
+    async def restore_later(self, fingerprints: list[str], report: CycleReport) -> None:
+        """The entries past the start-up cap, one prefill at a time behind everything
+        more urgent."""
+        for fingerprint in fingerprints:
+            await self.queue.checkpoint()
+            entry = self.registry.entry(fingerprint)
+            if entry is None or entry.warmed_at > self.started_at:
+                continue  # retired, or warmed again meanwhile
+            await self.warmer.rewarm(entry, RewarmReason.STARTUP, report)
+            if await self.warmer.kv_full():
+                report.stopped_by_kv_usage = True
+                break
+
+    def mark_evicted(self, fingerprint: str) -> None:
+        self._evicted.add(fingerprint)
+
+    async def rewarm_evicted(self, report: CycleReport) -> None:
+        while self._evicted:
+            fingerprint = min(self._evicted)
+            self._evicted.discard(fingerprint)
+            await self.queue.checkpoint()
+            if (entry := self.registry.entry(fingerprint)) is not None:
+                await self.warmer.rewarm(entry, RewarmReason.EVICTED, report)

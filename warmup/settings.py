@@ -1,0 +1,57 @@
+"""The warmup layer's settings: one model, nested in ``api.config.Settings`` as ``warmup``.
+
+Each field is read from ``WARMRAG_WARMUP_<FIELD>`` (``WARMRAG_WARMUP_TTL_S`` sets
+``ttl_s``); the README's Settings table documents them. What warmup shares with the
+chat path (the passages per question, the context window) stays in ``Settings`` and
+is handed to ``WarmupService`` by the composition root, never copied here.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from warmup.models import SYNTHETIC_QUERIES, WarmupStrategy
+
+
+class WarmupSettings(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    enabled: bool = Field(True, description="Warmup on or off.")
+    strategy: WarmupStrategy = Field(
+        WarmupStrategy.KNOWLEDGE_AWARE,
+        description="knowledge_aware, hot_queries, synthetic or hybrid (docs/warmup.md).",
+    )
+    synthetic_queries: tuple[str, ...] = Field(
+        SYNTHETIC_QUERIES, description="Generic questions the synthetic strategies send."
+    )
+    ttl_s: float = Field(1800.0, gt=0, description="How long a warm entry lives unless extended.")
+    half_life_s: float = Field(3600.0, gt=0, description="Half-life of hot-query counts.")
+    hot_min_count: float = Field(0.5, gt=0, description="Decayed count that makes a query hot.")
+    steps: int = Field(3, ge=1, description="Progressive warmup steps.")
+    kv_usage_threshold: float = Field(
+        0.7, gt=0, le=1, description="Stop warming when vLLM's KV usage passes this."
+    )
+    max_concurrency: int = Field(1, ge=1, description="Prefills in flight at once.")
+    debounce_s: float = Field(1.0, ge=0, description="Quiet time after a change before detection.")
+    restore_max_entries: int = Field(64, ge=0, description="Entries re-warmed before /ready.")
+    budget_share: float | None = Field(
+        None, ge=0, le=1, description="Share of the KV cache for warm prefixes (default: tier)."
+    )
+    document_queries: bool = Field(False, description="Warm a query derived from new documents.")
+    detect_interval_s: float = Field(600.0, gt=0, description="Scheduled full re-check.")
+    sweep_interval_s: float = Field(60.0, gt=0, description="TTL sweep.")
+    hot_interval_s: float = Field(120.0, gt=0, description="Hot-query warmup.")
+    query_log_max_rows: int = Field(
+        20_000,
+        ge=1,
+        description="Queries kept at most; past it the coldest that back no entry go first.",
+    )
+    query_log_min_count: float = Field(
+        0.05,
+        ge=0,
+        description="The sweep forgets queries decayed below this (not seeds, none backing an"
+        " entry).",
+    )
+    retrieval_memo_max_entries: int = Field(
+        4096, ge=1, description="Stored queries' retrievals remembered (least recently used out)."
+    )
