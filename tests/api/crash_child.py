@@ -85,6 +85,7 @@ async def main(data_dir: Path, op: str, point: str) -> None:
     await runtime.warmup.start()
     await runtime.knowledge.ingest([ZORN_V1, ASTER])
     await runtime.warmup.add_seed_queries([QUESTION])
+    assert await runtime.warmup.journal.flush(30)  # the warm entry is on disk
     os.environ[KILL_AT_ENV] = point
     await send(runtime, op)
     # Reached only if POINT is not on this operation's path.
