@@ -17,11 +17,22 @@ from itertools import islice
 from pathlib import Path
 
 import httpx
+from asgi_correlation_id import CorrelationIdFilter
 from tqdm import tqdm
 
 from api.config import Settings
 from rag.models import DocumentIn
 from rag.sample import SUPPORTED_SUFFIXES, DocumentFileError, documents_from_file
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(correlation_id)s]: %(message)s"
+
+
+def configure_logging() -> None:
+    """One format for warmrag's and uvicorn's lines, each with its request's id (``-``
+    outside a request), the id that the response's ``X-Request-ID`` header carries."""
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(CorrelationIdFilter(default_value="-"))
 
 
 def serve(settings: Settings) -> None:
@@ -29,22 +40,47 @@ def serve(settings: Settings) -> None:
 
     from api.main import create_app
 
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="info")
+    # log_config=None: uvicorn's loggers propagate to the root handler configured above.
+    uvicorn.run(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_level="info",
+        log_config=None,
+    )
 
 
-def _expand(paths: Sequence[str]) -> list[Path]:
-    files: list[Path] = []
+def _expand(paths: Sequence[str]) -> list[tuple[Path, Path]]:
+    """Each file to read with the root its id is relative to: a folder given (searched
+    recursively), or the folder of a file given."""
+    files: list[tuple[Path, Path]] = []
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            files.extend(
-                sorted(p for p in path.rglob("*") if p.suffix.lower() in SUPPORTED_SUFFIXES)
-            )
+            found = sorted(p for p in path.rglob("*") if p.suffix.lower() in SUPPORTED_SUFFIXES)
+            files.extend((p, path) for p in found if p.is_file())
         elif path.is_file():
-            files.append(path)
+            files.append((path, path.parent))
         else:
             raise DocumentFileError(f"{path}: no such file or folder")
     return files
+
+
+def read_documents(paths: Sequence[str]) -> list[DocumentIn]:
+    """Every document in ``paths``, validated; ``DocumentFileError`` for a bad file or line,
+    or for two documents with one id (e.g. ``a/x.md`` given as two roots' ``x.md``)."""
+    docs: list[DocumentIn] = []
+    sources: dict[str, Path] = {}
+    for file, root in _expand(paths):
+        for doc in documents_from_file(file, root):
+            if doc.id in sources:
+                raise DocumentFileError(
+                    f"{file}: document id {doc.id!r} is also the id of a document in "
+                    f"{sources[doc.id]}; give their common folder instead"
+                )
+            sources[doc.id] = file
+            docs.append(doc)
+    return docs
 
 
 def _batches(docs: Iterator[DocumentIn], size: int) -> Iterator[list[DocumentIn]]:
@@ -59,10 +95,9 @@ def ingest(settings: Settings, paths: Sequence[str], url: str | None, batch_size
         print("error: set WARMRAG_ADMIN_TOKEN to the server's admin token", file=sys.stderr)
         return 2
     base = url or f"http://{settings.host}:{settings.port}"
-    files = _expand(paths)
     totals = {"added": 0, "updated": 0, "unchanged": 0}
     # Read and validate everything first: a bad line fails before anything is sent.
-    docs = [doc for f in files for doc in documents_from_file(f)]
+    docs = read_documents(paths)
     with (
         httpx.Client(
             base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=600
@@ -97,9 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_ingest.add_argument("--url", help="service URL (default: WARMRAG_HOST:WARMRAG_PORT)")
     p_ingest.add_argument("--batch-size", type=int, default=32)
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging()
     settings = Settings()
     if args.command == "serve":
         serve(settings)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from limits import parse_many
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from warmup.settings import WarmupSettings
 
@@ -33,7 +35,22 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
     admin_token: SecretStr | None = Field(
-        None, description="Bearer token for /admin routes; unset means admin routes refuse (403)."
+        None,
+        description="Bearer token for /admin routes; unset or blank: admin routes refuse (403).",
+    )
+    api_keys: Annotated[list[SecretStr], NoDecode] = Field(
+        default_factory=list,
+        description="Bearer keys for /v1/* (comma-separated or a JSON list); none: /v1 is open.",
+    )
+    max_request_bytes: int = Field(
+        16 * 1024**2, ge=1024, description="Largest request body; larger ones get 413 unread."
+    )
+    chat_rate_limit: str | None = Field(
+        None,
+        description="Chats per client, e.g. '5/second;100/minute' (limits' notation); unset: none.",
+    )
+    chat_max_concurrency: int | None = Field(
+        None, ge=1, description="Chats in flight per client; unset: no limit."
     )
 
     # State
@@ -118,6 +135,36 @@ class Settings(BaseSettings):
             nested = nested.model_dump()
         rest["warmup"] = {**nested, **flat}
         return rest
+
+    @field_validator("admin_token", mode="after")
+    @classmethod
+    def _blank_token_is_unset(cls, token: SecretStr | None) -> SecretStr | None:
+        if token is None or not token.get_secret_value().strip():
+            return None
+        return SecretStr(token.get_secret_value().strip())
+
+    @field_validator("api_keys", mode="before")
+    @classmethod
+    def _split_keys(cls, value: Any) -> Any:
+        if isinstance(value, SecretStr):
+            value = value.get_secret_value()
+        if isinstance(value, str):
+            value = json.loads(value) if value.lstrip().startswith("[") else value.split(",")
+        if isinstance(value, list | tuple):
+            keys = [k.get_secret_value() if isinstance(k, SecretStr) else k for k in value]
+            return [k.strip() for k in keys if not isinstance(k, str) or k.strip()]
+        return value
+
+    @field_validator("chat_rate_limit", mode="after")
+    @classmethod
+    def _parse_rate(cls, rate: str | None) -> str | None:
+        if rate is None or not rate.strip():
+            return None
+        try:
+            parse_many(rate)
+        except ValueError as exc:
+            raise ValueError(f"not a rate like '5/second;100/minute': {exc}") from None
+        return rate.strip()
 
     @cached_property
     def resolved_model_dir(self) -> Path:

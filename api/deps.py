@@ -1,16 +1,30 @@
-"""FastAPI dependencies: the runtime's parts and admin authentication."""
+"""FastAPI dependencies: one per part of the runtime a route needs, and authentication.
+
+Routes take the narrow dependency they use (``KnowledgeDep``, ``EngineDep``, ...), not the
+whole ``Runtime``; only ``/ready``, which reports on the runtime itself, takes that.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import secrets
-from typing import Annotated
+from collections.abc import AsyncIterator, Callable
+from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from api.config import Settings
+from api.guards import ChatLimiter
 from api.runtime import Runtime
+from kg.store import KnowledgeGraph
 from rag.chat import ChatEngine
 from rag.knowledge_base import KnowledgeBase
+from rag.knowledge_service import KnowledgeService
+from rag.metrics import ServiceMetrics
+from rag.retriever import Retriever
+from warmup.scheduler import WarmupScheduler
+from warmup.service import WarmupService
 
 
 def get_runtime(request: Request) -> Runtime:
@@ -21,45 +35,126 @@ def get_runtime(request: Request) -> Runtime:
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 
 
-def get_engine(runtime: RuntimeDep) -> ChatEngine:
-    return runtime.engine
+def _part(name: str) -> Callable[[Runtime], Any]:
+    """A dependency that returns the runtime's attribute ``name``."""
+
+    def get(runtime: RuntimeDep) -> Any:
+        return getattr(runtime, name)
+
+    get.__name__ = f"get_{name}"
+    return get
 
 
-def get_kb(runtime: RuntimeDep) -> KnowledgeBase:
-    return runtime.kb
+def get_warmup(runtime: RuntimeDep) -> WarmupService:
+    """The warmup service once it runs: 409 while warmup is off, 503 before it started."""
+    if runtime.warmup is None:
+        raise HTTPException(status.HTTP_409_CONFLICT, "warmup is disabled (WARMRAG_WARMUP_ENABLED)")
+    if runtime.warmup.budget is None:
+        raise HTTPException(
+            status.HTTP_503_SERVICE_UNAVAILABLE,
+            f"warmup is not started yet ({runtime.phase.value})",
+            headers={"Retry-After": "5"},
+        )
+    return runtime.warmup
 
 
-EngineDep = Annotated[ChatEngine, Depends(get_engine)]
-KBDep = Annotated[KnowledgeBase, Depends(get_kb)]
+SettingsDep = Annotated[Settings, Depends(_part("settings"))]
+EngineDep = Annotated[ChatEngine, Depends(_part("engine"))]
+KBDep = Annotated[KnowledgeBase, Depends(_part("kb"))]
+KnowledgeDep = Annotated[KnowledgeService, Depends(_part("knowledge"))]
+GraphDep = Annotated[KnowledgeGraph, Depends(_part("graph"))]
+RetrieverDep = Annotated[Retriever, Depends(_part("retriever"))]
+MetricsDep = Annotated[ServiceMetrics, Depends(_part("metrics"))]
+#: None until start-up has started the scheduler.
+SchedulerDep = Annotated[WarmupScheduler | None, Depends(_part("scheduler"))]
+WarmupDep = Annotated[WarmupService, Depends(get_warmup)]
 
-_bearer = HTTPBearer(auto_error=False)
+# ----- authentication ---------------------------------------------------------------------
+
+_admin_bearer = HTTPBearer(
+    auto_error=False,
+    scheme_name="AdminToken",
+    description="WARMRAG_ADMIN_TOKEN; admin routes refuse (403) while it is unset.",
+)
+_api_key_bearer = HTTPBearer(
+    auto_error=False,
+    scheme_name="APIKey",
+    description="One of WARMRAG_API_KEYS; needed only when keys are configured.",
+)
+Credentials = HTTPAuthorizationCredentials | None
+
+
+def _unauthorized(problem: str) -> HTTPException:
+    return HTTPException(
+        status.HTTP_401_UNAUTHORIZED, problem, headers={"WWW-Authenticate": "Bearer"}
+    )
+
+
+def _matches(presented: str, expected: str) -> bool:
+    return secrets.compare_digest(presented.encode(), expected.encode())
 
 
 def require_admin(
-    runtime: RuntimeDep,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    settings: SettingsDep, credentials: Annotated[Credentials, Depends(_admin_bearer)]
 ) -> None:
-    """Admin routes are closed unless WARMRAG_ADMIN_TOKEN is set and presented."""
-    expected = runtime.settings.admin_token
-    if expected is None or not expected.get_secret_value():
+    """Admin routes are closed unless WARMRAG_ADMIN_TOKEN is set (not blank) and presented."""
+    expected = settings.admin_token
+    if expected is None:
         raise HTTPException(
             status.HTTP_403_FORBIDDEN,
             "admin routes are disabled: no admin token is configured (set WARMRAG_ADMIN_TOKEN)",
         )
     if credentials is None:
-        raise HTTPException(
-            status.HTTP_401_UNAUTHORIZED,
-            "missing admin token: send 'Authorization: Bearer <token>'",
-            headers={"WWW-Authenticate": "Bearer"},
-        )
-    if not secrets.compare_digest(
-        credentials.credentials.encode(), expected.get_secret_value().encode()
-    ):
-        raise HTTPException(
-            status.HTTP_401_UNAUTHORIZED,
-            "wrong admin token",
-            headers={"WWW-Authenticate": "Bearer"},
-        )
+        raise _unauthorized("missing admin token: send 'Authorization: Bearer <token>'")
+    if not _matches(credentials.credentials, expected.get_secret_value()):
+        raise _unauthorized("wrong admin token")
 
 
 AdminDep = Depends(require_admin)
+
+
+def require_api_key(
+    settings: SettingsDep, credentials: Annotated[Credentials, Depends(_api_key_bearer)]
+) -> None:
+    """``/v1/*`` needs one of WARMRAG_API_KEYS (401 otherwise). The app adds this to the
+    chat routes only while keys are configured, so its OpenAPI schema says whether they
+    need a key."""
+    keys = settings.api_keys
+    if not keys:
+        return
+    if credentials is None:
+        raise _unauthorized("missing API key: send 'Authorization: Bearer <key>'")
+    # Compare with every key, so the time taken does not tell which one matched.
+    matched = [_matches(credentials.credentials, key.get_secret_value()) for key in keys]
+    if not any(matched):
+        raise _unauthorized("wrong API key")
+
+
+def client_identity(request: Request, settings: SettingsDep) -> str:
+    """Who a chat is from, for per-client limits: its API key (hashed; ``require_api_key``
+    has checked it) when keys are configured, else the peer's address."""
+    if settings.api_keys:
+        presented = request.headers.get("authorization", "")
+        return "key:" + hashlib.sha256(presented.encode()).hexdigest()[:16]
+    return f"ip:{request.client.host if request.client else 'unknown'}"
+
+
+ClientDep = Annotated[str, Depends(client_identity)]
+
+
+def get_chat_limiter(request: Request) -> ChatLimiter:
+    limiter: ChatLimiter = request.app.state.chat_limiter
+    return limiter
+
+
+async def chat_slot(
+    client: ClientDep, limiter: Annotated[ChatLimiter, Depends(get_chat_limiter)]
+) -> AsyncIterator[None]:
+    """Per-client rate and concurrency limits on chats (429 with Retry-After); the slot is
+    held until the response, streamed or not, has been sent."""
+    async with limiter.slot(client):
+        yield
+
+
+ApiKeyDep = Depends(require_api_key)
+ChatSlotDep = Depends(chat_slot)

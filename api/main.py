@@ -1,16 +1,27 @@
-"""The FastAPI application."""
+"""The FastAPI application: routes, request guards, request ids and error bodies.
+
+Every response carries an ``X-Request-ID`` header (the client's, when it sent a valid one),
+and every log line of a request its id. Error bodies name the problem; 5xx bodies name the
+failing component and the request id, never URLs, paths or exception text (those go to the
+log only).
+"""
 
 from __future__ import annotations
 
 import errno
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from typing import Any
 
+from asgi_correlation_id import CorrelationIdMiddleware, correlation_id
 from fastapi import FastAPI, Request, status
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from api.config import Settings
+from api.deps import ApiKeyDep
+from api.guards import BodySizeLimit, ChatLimiter
 from api.routes import chat, completions, documents, health, kg, warmup
 from api.runtime import Runtime
 from rag.embedding import Embedder
@@ -20,6 +31,29 @@ log = logging.getLogger(__name__)
 
 #: Seconds a client should wait before retrying a chat that vLLM could not take.
 RETRY_AFTER_S = 5
+REQUEST_ID_HEADER = "X-Request-ID"
+
+
+def _safe(text: str) -> str:
+    """``text`` as valid Unicode, whatever the input it quotes held."""
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def error_body(detail: str, component: str) -> dict[str, Any]:
+    """The body of a 5xx: what failed, in words, the component, and the request id."""
+    return {"detail": detail, "component": component, "request_id": correlation_id.get()}
+
+
+def _issues(errors: Sequence[Any]) -> list[dict[str, Any]]:
+    """Validation errors without the input they quote (it can be megabytes, or secret)."""
+    return [
+        {
+            "type": str(e.get("type", "value_error")),
+            "loc": [p if isinstance(p, int) else _safe(str(p)) for p in e.get("loc", ())],
+            "msg": _safe(str(e.get("msg", "invalid"))),
+        }
+        for e in errors
+    ]
 
 
 def create_app(
@@ -47,8 +81,31 @@ def create_app(
         version="0.1.0",
         lifespan=lifespan,
     )
-    for module in (health, chat, completions, documents, kg, warmup):
+    for module in (health, documents, kg, warmup):
         app.include_router(module.router)
+    for module in (chat, completions):
+        app.include_router(module.router, dependencies=[ApiKeyDep] if settings.api_keys else [])
+    app.state.chat_limiter = ChatLimiter(settings.chat_rate_limit, settings.chat_max_concurrency)
+    # The last added is the outermost: request ids are set before the size check answers.
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes)
+    app.add_middleware(CorrelationIdMiddleware, header_name=REQUEST_ID_HEADER)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid_input(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse(
+            {"detail": _issues(exc.errors())}, status_code=status.HTTP_422_UNPROCESSABLE_CONTENT
+        )
+
+    @app.exception_handler(Exception)
+    async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
+        # Starlette runs this outside the other middleware: set the request id header here.
+        log.error("unhandled %s on %s %s", type(exc).__name__, request.method, request.url.path)
+        body = error_body("internal error", "warmrag")
+        return JSONResponse(
+            body,
+            status_code=status.HTTP_500_INTERNAL_SERVER_ERROR,
+            headers={REQUEST_ID_HEADER: body["request_id"]} if body["request_id"] else None,
+        )
 
     @app.exception_handler(LLMError)
     async def _llm_failed(request: Request, exc: LLMError) -> JSONResponse:
@@ -56,9 +113,7 @@ def create_app(
         log.warning("%s %s: %s", request.method, request.url.path, exc)
         headers = {"Retry-After": str(RETRY_AFTER_S)} if exc.status_code in (503, 504) else None
         return JSONResponse(
-            {"detail": exc.public, "component": "vllm"},
-            status_code=exc.status_code,
-            headers=headers,
+            error_body(exc.public, "vllm"), status_code=exc.status_code, headers=headers
         )
 
     @app.exception_handler(OSError)
@@ -74,9 +129,6 @@ def create_app(
             )
         else:
             code, problem = status.HTTP_500_INTERNAL_SERVER_ERROR, "a storage write failed"
-        return JSONResponse(
-            {"detail": f"{problem}; nothing was changed", "component": "storage"},
-            status_code=code,
-        )
+        return JSONResponse(error_body(f"{problem}; nothing was changed", "storage"), code)
 
     return app

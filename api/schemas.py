@@ -1,14 +1,29 @@
-"""Request and response bodies of the public HTTP API (see README, design notes)."""
+"""Request and response bodies of the public HTTP API (see README, design notes).
+
+Request models are strict: a value of the wrong JSON type (``"3"`` for a number, ``"yes"``
+for a boolean) is a 422, never coerced. Every route declares its responses, errors included,
+so the OpenAPI schema is what clients (and the fuzz test) can rely on.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    model_validator,
+)
 
-from rag.models import DocumentIn, Passage
+from rag.models import CleanText, DocumentIn, Passage
 
 MAX_QUESTION_CHARS = 2000
+MAX_DOCUMENTS_PER_REQUEST = 1000
+MAX_MESSAGE_CHARS = 20_000
 
 
 def _clean_question(value: str) -> str:
@@ -17,12 +32,21 @@ def _clean_question(value: str) -> str:
     return value
 
 
-class ChatRequest(BaseModel):
-    question: str = Field(min_length=1, max_length=MAX_QUESTION_CHARS)
+Question = Annotated[
+    CleanText,
+    StringConstraints(min_length=1, max_length=MAX_QUESTION_CHARS),
+    AfterValidator(_clean_question),
+]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(strict=True)
+
+
+class ChatRequest(_Strict):
+    question: Question
     stream: bool = False
     top_k: int = Field(3, ge=1, le=20)
-
-    _check_question = field_validator("question")(_clean_question)
 
 
 class CacheOut(BaseModel):
@@ -45,8 +69,8 @@ class ChatResponse(BaseModel):
     timings: TimingsOut
 
 
-class IngestRequest(BaseModel):
-    documents: list[DocumentIn] = Field(min_length=1, max_length=1000)
+class IngestRequest(_Strict):
+    documents: list[DocumentIn] = Field(min_length=1, max_length=MAX_DOCUMENTS_PER_REQUEST)
 
     @model_validator(mode="after")
     def _unique_ids(self) -> IngestRequest:
@@ -70,15 +94,52 @@ class DeleteResponse(BaseModel):
     kb_version: int
 
 
+class DocumentListResponse(BaseModel):
+    documents: list[str]
+    count: int
+    kb_version: int
+
+
 # ----- OpenAI-compatible chat completions -------------------------------------------
 
 
-class OpenAIMessage(BaseModel):
+class TextPart(BaseModel):
+    """A content part; only text parts are supported (this service answers from text)."""
+
+    type: Literal["text"]
+    text: str
+
+
+def _join_text_parts(content: Any) -> Any:
+    """OpenAI's ``content`` is a string or a list of parts: text parts are joined with
+    newlines; any other part type (images, audio, files) is refused by name."""
+    if not isinstance(content, list):
+        return content
+    if not content:
+        raise ValueError("content is an empty list of parts")
+    texts = []
+    for i, part in enumerate(content):
+        kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+        if kind != "text":
+            raise ValueError(f"content part {i} has type {kind!r}: only 'text' parts are supported")
+        if not isinstance(part.get("text"), str):
+            raise ValueError(f"content part {i}: 'text' must be a string")
+        texts.append(part["text"])
+    return "\n".join(texts)
+
+
+class OpenAIMessage(_Strict):
+    model_config = ConfigDict(strict=True, extra="ignore")
+
     role: Literal["system", "user", "assistant"]
-    content: str = Field(max_length=20_000)
+    content: Annotated[
+        CleanText,
+        Field(max_length=MAX_MESSAGE_CHARS),
+        BeforeValidator(_join_text_parts, json_schema_input_type=str | list[TextPart]),
+    ]
 
 
-class OpenAIChatRequest(BaseModel):
+class OpenAIChatRequest(_Strict):
     """The subset of OpenAI's request that a RAG answer can honour; other fields are ignored."""
 
     model: str | None = None
@@ -111,8 +172,126 @@ class OpenAIChatRequest(BaseModel):
         return self.max_completion_tokens or self.max_tokens
 
 
+class CompletionMessage(BaseModel):
+    role: Literal["assistant"] = "assistant"
+    content: str
+
+
+class CompletionChoice(BaseModel):
+    index: int
+    message: CompletionMessage
+    finish_reason: str | None
+
+
+class PromptTokensDetails(BaseModel):
+    cached_tokens: int
+
+
+class CompletionUsage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    prompt_tokens_details: PromptTokensDetails
+
+
+class WarmragFields(BaseModel):
+    """What ``/v1/chat`` returns besides the answer."""
+
+    passages: list[Passage]
+    triples: list[list[str]]
+    cache: CacheOut
+    timings: TimingsOut
+
+
+class ChatCompletionResponse(BaseModel):
+    id: str
+    object: Literal["chat.completion"] = "chat.completion"
+    created: int
+    model: str
+    choices: list[CompletionChoice]
+    usage: CompletionUsage
+    warmrag: WarmragFields
+
+
+# ----- health --------------------------------------------------------------------------
+
+
+class HealthResponse(BaseModel):
+    status: Literal["ok"] = "ok"
+
+
 class ReadyResponse(BaseModel):
     ready: bool
     phase: str
     detail: str | None = None
     extra: dict[str, Any] = Field(default_factory=dict)
+
+
+# ----- errors --------------------------------------------------------------------------
+
+
+class ValidationIssue(BaseModel):
+    """One problem with the input: where (``loc``), what (``msg``) and its kind."""
+
+    type: str
+    loc: list[str | int]
+    msg: str
+
+
+class ErrorResponse(BaseModel):
+    """Every error body. ``detail`` names the problem (a list of issues for invalid input);
+    5xx bodies name the ``component`` that failed and the ``request_id`` to find it in the
+    log, never URLs, paths or exception text."""
+
+    detail: str | list[ValidationIssue]
+    component: str | None = None
+    request_id: str | None = None
+
+
+_ERRORS = {
+    401: "Missing or wrong credentials (admin token, or API key when keys are configured).",
+    403: "Admin routes are disabled: no admin token is configured.",
+    404: "No such document.",
+    409: "Warmup is disabled.",
+    413: "The request body is over WARMRAG_MAX_REQUEST_BYTES; it was not read.",
+    422: "Invalid input; `detail` names each problem. Nothing was stored.",
+    429: "Over the client's chat rate or concurrency limit; see Retry-After.",
+    500: "Internal error; `component` and `request_id` identify it.",
+    502: "vLLM sent a malformed response.",
+    503: "vLLM is unavailable (Retry-After), or the data folder is not writable.",
+    504: "vLLM did not answer within the chat deadline (Retry-After).",
+    507: "The data folder is full; nothing was changed.",
+}
+
+#: Errors any admin route can answer.
+ADMIN_ERRORS = (401, 403, 422)
+#: Errors of a chat route.
+CHAT_ERRORS = (401, 413, 422, 429, 502, 503, 504)
+#: Errors of a knowledge-base write.
+WRITE_ERRORS = (*ADMIN_ERRORS, 413, 503, 507)
+
+
+def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for these error codes (and 500, which any route can answer)."""
+    return {
+        code: {"model": ErrorResponse, "description": _ERRORS[code]}
+        for code in sorted({*codes, 500})
+    }
+
+
+def chat_responses(description: str, events: list[str] | None = None) -> dict[int | str, Any]:
+    """OpenAPI ``responses`` of a chat route: JSON, or a Server-Sent Events stream (in
+    OpenAPI 3.1 the ``schema`` of ``text/event-stream`` describes one event, whose ``data``
+    is a JSON text or ``[DONE]``), and the chat errors."""
+    event: dict[str, Any] = {"type": "string"}
+    if events:
+        event["enum"] = events
+    stream = {
+        "type": "object",
+        "properties": {"event": event, "data": {"type": "string"}},
+        "required": ["data"],
+    }
+    return {
+        200: {"description": description, "content": {"text/event-stream": {"schema": stream}}},
+        **error_responses(*CHAT_ERRORS),
+    }

@@ -5,13 +5,21 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 
-from api.deps import EngineDep
-from api.schemas import CacheOut, ChatRequest, ChatResponse, TimingsOut
+from api.deps import ChatSlotDep, EngineDep
+from api.guards import StrictJSONRoute
+from api.schemas import CacheOut, ChatRequest, ChatResponse, TimingsOut, chat_responses
 from api.streaming import sse, start_stream
 from rag.chat import ChatResult
 from rag.llm import TextDelta
 
-router = APIRouter(tags=["chat"])
+
+def chat_router(tag: str) -> APIRouter:
+    """A router for chat routes: strict JSON bodies, per-client chat limits (the app adds
+    the API-key check while keys are configured)."""
+    return APIRouter(tags=[tag], route_class=StrictJSONRoute, dependencies=[ChatSlotDep])
+
+
+router = chat_router("chat")
 
 
 def to_response(result: ChatResult) -> ChatResponse:
@@ -41,7 +49,11 @@ def _encode(event: TextDelta | ChatResult) -> str:
 @router.post(
     "/v1/chat",
     response_model=ChatResponse,
-    responses={503: {"description": "vLLM is unreachable"}},
+    responses=chat_responses(
+        'JSON, or with `stream: true` Server-Sent Events: `token` events (`{"text"}`), '
+        "then one `done` event (the whole response), or an `error` event.",
+        ["token", "done", "error"],
+    ),
 )
 async def chat(request: ChatRequest, engine: EngineDep) -> ChatResponse | StreamingResponse:
     """Answer from the top-k passages. With ``stream: true``: Server-Sent Events, ``token``

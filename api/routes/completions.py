@@ -6,36 +6,59 @@ import time
 import uuid
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi.responses import StreamingResponse
 
-from api.deps import EngineDep, RuntimeDep
-from api.routes.chat import to_response
-from api.schemas import OpenAIChatRequest
+from api.deps import EngineDep, SettingsDep
+from api.routes.chat import chat_router, to_response
+from api.schemas import (
+    ChatCompletionResponse,
+    CompletionChoice,
+    CompletionMessage,
+    CompletionUsage,
+    OpenAIChatRequest,
+    PromptTokensDetails,
+    WarmragFields,
+    chat_responses,
+)
 from api.streaming import sse, start_stream
 from rag.chat import ChatResult
 from rag.llm import TextDelta
 
-router = APIRouter(tags=["openai"])
+router = chat_router("openai")
 
 
-def _usage(result: ChatResult) -> dict[str, Any]:
+def _usage(result: ChatResult) -> CompletionUsage:
     u = result.usage
-    return {
-        "prompt_tokens": u.prompt_tokens,
-        "completion_tokens": u.completion_tokens,
-        "total_tokens": u.prompt_tokens + u.completion_tokens,
-        "prompt_tokens_details": {"cached_tokens": u.cached_tokens},
-    }
+    return CompletionUsage(
+        prompt_tokens=u.prompt_tokens,
+        completion_tokens=u.completion_tokens,
+        total_tokens=u.prompt_tokens + u.completion_tokens,
+        prompt_tokens_details=PromptTokensDetails(cached_tokens=u.cached_tokens),
+    )
 
 
-@router.post("/v1/chat/completions", responses={503: {"description": "vLLM is unreachable"}})
+def _warmrag(result: ChatResult) -> WarmragFields:
+    r = to_response(result)
+    return WarmragFields(passages=r.passages, triples=r.triples, cache=r.cache, timings=r.timings)
+
+
+@router.post(
+    "/v1/chat/completions",
+    response_model=ChatCompletionResponse,
+    responses=chat_responses(
+        "JSON, or with `stream: true` Server-Sent Events: `chat.completion.chunk` objects, "
+        "the last with `usage` and `warmrag`, then `[DONE]`."
+    ),
+)
 async def chat_completions(
-    request: OpenAIChatRequest, engine: EngineDep, runtime: RuntimeDep
-) -> Any:
-    """The answer in OpenAI's shape; ``warmrag`` carries passages, triples, cache, timings."""
+    request: OpenAIChatRequest, engine: EngineDep, settings: SettingsDep
+) -> ChatCompletionResponse | StreamingResponse:
+    """The answer in OpenAI's shape; ``warmrag`` carries passages, triples, cache, timings.
+    ``content`` may be a string or a list of ``{"type": "text", "text": ...}`` parts
+    (joined with newlines); other part types are refused."""
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"
     created = int(time.time())
-    model = runtime.settings.served_model_name
+    model = settings.served_model_name
     options: dict[str, Any] = {
         "history": request.history,
         "max_tokens": request.token_limit,
@@ -61,8 +84,8 @@ async def chat_completions(
                 chunk(
                     {},
                     event.finish_reason,
-                    usage=_usage(event),
-                    warmrag=to_response(event).model_dump(mode="json", exclude={"answer"}),
+                    usage=_usage(event).model_dump(mode="json"),
+                    warmrag=_warmrag(event).model_dump(mode="json"),
                 )
             )
 
@@ -76,18 +99,17 @@ async def chat_completions(
         )
 
     result = await engine.answer(request.question, endpoint="openai", **options)
-    return {
-        "id": completion_id,
-        "object": "chat.completion",
-        "created": created,
-        "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": result.answer},
-                "finish_reason": result.finish_reason,
-            }
+    return ChatCompletionResponse(
+        id=completion_id,
+        created=created,
+        model=model,
+        choices=[
+            CompletionChoice(
+                index=0,
+                message=CompletionMessage(content=result.answer),
+                finish_reason=result.finish_reason,
+            )
         ],
-        "usage": _usage(result),
-        "warmrag": to_response(result).model_dump(mode="json", exclude={"answer"}),
-    }
+        usage=_usage(result),
+        warmrag=_warmrag(result),
+    )

@@ -1,21 +1,51 @@
-"""Admin: ingest and delete documents (Bearer token)."""
+"""Admin: ingest, list and delete documents (Bearer token)."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from fastapi import APIRouter, HTTPException, Path, status
+from starlette.convertors import PathConvertor, register_url_convertor
 
-from api.deps import AdminDep, KBDep, RuntimeDep
-from api.schemas import DeleteResponse, IngestRequest, IngestResponse
+from api.deps import AdminDep, KBDep, KnowledgeDep
+from api.guards import StrictJSONRoute
+from api.schemas import (
+    ADMIN_ERRORS,
+    WRITE_ERRORS,
+    DeleteResponse,
+    DocumentListResponse,
+    IngestRequest,
+    IngestResponse,
+    error_responses,
+)
 from rag.knowledge_base import DocumentNotFoundError
-from rag.models import DOC_ID_PATTERN
+from rag.models import DOC_ID_DESCRIPTION, DocId
 
-router = APIRouter(prefix="/admin/documents", tags=["admin"], dependencies=[AdminDep])
+router = APIRouter(
+    prefix="/admin/documents",
+    tags=["admin"],
+    dependencies=[AdminDep],
+    route_class=StrictJSONRoute,
+)
 
 
-@router.post("", response_model=IngestResponse)
-async def ingest(request: IngestRequest, runtime: RuntimeDep) -> IngestResponse:
+class DocIdConvertor(PathConvertor):
+    """``{doc_id:doc_id}``: like ``:path`` (slashes included), and control characters too,
+    so that a bad id in a URL is a 422 that names the character, not a 404."""
+
+    regex = r"[\s\S]*"
+
+
+register_url_convertor("doc_id", DocIdConvertor())
+
+#: A document id in a URL path (``{doc_id:doc_id}``): percent-encoded or with bare slashes.
+PathDocId = Annotated[DocId, Path(description=DOC_ID_DESCRIPTION)]
+
+
+@router.post("", response_model=IngestResponse, responses=error_responses(*WRITE_ERRORS))
+async def ingest(request: IngestRequest, knowledge: KnowledgeDep) -> IngestResponse:
     """Upsert by content hash: unchanged documents are skipped and embed nothing."""
-    change = await runtime.knowledge.ingest(request.documents)
+    change = await knowledge.ingest(request.documents)
     return IngestResponse(
         added=change.added,
         updated=change.updated,
@@ -24,20 +54,23 @@ async def ingest(request: IngestRequest, runtime: RuntimeDep) -> IngestResponse:
     )
 
 
-@router.get("")
-async def list_documents(kb: KBDep) -> dict[str, object]:
+@router.get("", response_model=DocumentListResponse, responses=error_responses(*ADMIN_ERRORS))
+async def list_documents(kb: KBDep) -> DocumentListResponse:
+    """Every document id, and the knowledge base's version."""
     ids = kb.document_ids()
-    return {"documents": ids, "count": len(ids), "kb_version": kb.version}
+    return DocumentListResponse(documents=ids, count=len(ids), kb_version=kb.version)
 
 
 @router.delete(
-    "/{doc_id}", response_model=DeleteResponse, responses={404: {"description": "no such document"}}
+    "/{doc_id:doc_id}",
+    response_model=DeleteResponse,
+    responses=error_responses(*WRITE_ERRORS, 404),
 )
-async def delete_document(
-    runtime: RuntimeDep, doc_id: str = Path(pattern=DOC_ID_PATTERN)
-) -> DeleteResponse:
+async def delete_document(doc_id: PathDocId, knowledge: KnowledgeDep) -> DeleteResponse:
+    """Remove a document, its chunks and its triples. Percent-encode the id
+    (``guide%2Finstall.md``, ``faq%2Fgeneral%23q3``); a literal ``/`` works too."""
     try:
-        change = await runtime.knowledge.delete(doc_id)
+        change = await knowledge.delete(doc_id)
     except DocumentNotFoundError:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no document with id {doc_id!r}") from None
     return DeleteResponse(

@@ -1,4 +1,5 @@
-"""Liveness, readiness and Prometheus metrics."""
+"""Liveness, readiness and Prometheus metrics (open routes: they show no URLs, paths or
+log text)."""
 
 from __future__ import annotations
 
@@ -6,19 +7,23 @@ from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from api.deps import RuntimeDep
-from api.schemas import ReadyResponse
+from api.deps import MetricsDep, RuntimeDep
+from api.schemas import HealthResponse, ReadyResponse, error_responses
 
-router = APIRouter(tags=["health"])
+router = APIRouter(tags=["health"], responses=error_responses())
 
 
-@router.get("/health")
-async def health() -> dict[str, str]:
+@router.get("/health", response_model=HealthResponse)
+async def health() -> HealthResponse:
     """The process is up (says nothing about vLLM)."""
-    return {"status": "ok"}
+    return HealthResponse()
 
 
-@router.get("/ready", response_model=ReadyResponse, responses={503: {"model": ReadyResponse}})
+@router.get(
+    "/ready",
+    response_model=ReadyResponse,
+    responses={503: {"model": ReadyResponse, "description": "Not ready yet: the phase says why."}},
+)
 async def ready(runtime: RuntimeDep) -> JSONResponse:
     """200 once start-up (vLLM, sample KB, warmup) is done and vLLM still answers."""
     body = ReadyResponse(ready=False, phase=runtime.phase.value, detail=runtime.error)
@@ -38,6 +43,16 @@ async def ready(runtime: RuntimeDep) -> JSONResponse:
     return JSONResponse(body.model_dump(), status_code=200 if body.ready else 503)
 
 
-@router.get("/metrics")
-async def metrics(runtime: RuntimeDep) -> Response:
-    return Response(runtime.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses={
+        200: {
+            "content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}},
+            "description": "Prometheus text format.",
+        }
+    },
+)
+async def metrics(service_metrics: MetricsDep) -> Response:
+    """Prometheus metrics (see the README for the names)."""
+    return Response(service_metrics.render(), media_type=CONTENT_TYPE_LATEST)

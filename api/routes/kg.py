@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import anyio
-from fastapi import APIRouter, HTTPException, Path, Query, status
+from fastapi import APIRouter, HTTPException, Query, status
 from pydantic import BaseModel
 
-from api.deps import AdminDep, RuntimeDep
-from api.schemas import MAX_QUESTION_CHARS
+from api.deps import AdminDep, GraphDep, KBDep, RetrieverDep
+from api.routes.documents import PathDocId
+from api.schemas import ADMIN_ERRORS, Question, error_responses
 from kg.models import EntityInfo, ScoredTriple, Triple
-from rag.models import DOC_ID_PATTERN, Passage
+from rag.models import CleanText, Passage
 
-router = APIRouter(prefix="/admin/kg", tags=["admin", "knowledge graph"], dependencies=[AdminDep])
+router = APIRouter(
+    prefix="/admin/kg",
+    tags=["admin", "knowledge graph"],
+    dependencies=[AdminDep],
+    responses=error_responses(*ADMIN_ERRORS),
+)
 
 
 class EntitiesResponse(BaseModel):
@@ -33,11 +41,10 @@ class DocumentTriplesResponse(BaseModel):
 
 @router.get("/entities", response_model=EntitiesResponse)
 async def entities(
-    runtime: RuntimeDep,
-    q: str = Query("", max_length=200, description="substring of an entity name"),
-    limit: int = Query(20, ge=1, le=500),
+    graph: GraphDep,
+    q: Annotated[CleanText, Query(max_length=200, description="substring of an entity name")] = "",
+    limit: Annotated[int, Query(ge=1, le=500)] = 20,
 ) -> EntitiesResponse:
-    graph = runtime.graph
     return EntitiesResponse(
         entities=graph.search_entities(q, limit),
         node_count=graph.node_count,
@@ -47,24 +54,25 @@ async def entities(
 
 @router.get("/subgraph", response_model=SubgraphResponse)
 async def subgraph(
-    runtime: RuntimeDep,
-    question: str = Query(min_length=1, max_length=MAX_QUESTION_CHARS),
-    top_k: int = Query(3, ge=1, le=20),
+    retriever: RetrieverDep,
+    question: Annotated[Question, Query()],
+    top_k: Annotated[int, Query(ge=1, le=20)] = 3,
 ) -> SubgraphResponse:
     """Exactly the triples a chat with this question would inject, with their scores."""
-    if not question.strip():
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, "question is empty")
-    retrieval = await anyio.to_thread.run_sync(runtime.retriever.retrieve, question, top_k)
+    retrieval = await anyio.to_thread.run_sync(retriever.retrieve, question, top_k)
     triples = [t for t in retrieval.facts if isinstance(t, ScoredTriple)]
     return SubgraphResponse(question=question, triples=triples, passages=retrieval.passages)
 
 
-@router.get("/documents/{doc_id}/triples", response_model=DocumentTriplesResponse)
+@router.get(
+    "/documents/{doc_id:doc_id}/triples",
+    response_model=DocumentTriplesResponse,
+    responses=error_responses(404),
+)
 async def document_triples(
-    runtime: RuntimeDep, doc_id: str = Path(pattern=DOC_ID_PATTERN)
+    doc_id: PathDocId, kb: KBDep, graph: GraphDep
 ) -> DocumentTriplesResponse:
-    if runtime.kb.document_hash(doc_id) is None:
+    """A document's supplied and extracted triples (percent-encode the id)."""
+    if kb.document_hash(doc_id) is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no document with id {doc_id!r}")
-    return DocumentTriplesResponse(
-        doc_id=doc_id, triples=runtime.graph.triples_for_document(doc_id)
-    )
+    return DocumentTriplesResponse(doc_id=doc_id, triples=graph.triples_for_document(doc_id))

@@ -6,85 +6,106 @@ import time
 from dataclasses import asdict
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query, status
-from pydantic import BaseModel, Field, field_validator
+from fastapi import APIRouter, Query
+from pydantic import BaseModel, ConfigDict, Field
 
-from api.deps import AdminDep, RuntimeDep
-from api.runtime import Runtime
-from api.schemas import MAX_QUESTION_CHARS
+from api.deps import AdminDep, KBDep, SchedulerDep, WarmupDep
+from api.guards import StrictJSONRoute
+from api.schemas import ADMIN_ERRORS, Question, error_responses
 from warmup.reports import CycleReport
-from warmup.service import WarmupService
 
-router = APIRouter(prefix="/admin/warmup", tags=["admin", "warmup"], dependencies=[AdminDep])
+router = APIRouter(
+    prefix="/admin/warmup",
+    tags=["admin", "warmup"],
+    dependencies=[AdminDep],
+    route_class=StrictJSONRoute,
+    responses=error_responses(*ADMIN_ERRORS, 409, 503),
+)
 
 
 class SeedQueriesRequest(BaseModel):
-    queries: list[str] = Field(min_length=1, max_length=1000)
+    model_config = ConfigDict(strict=True)
 
-    @field_validator("queries")
-    @classmethod
-    def _non_blank(cls, queries: list[str]) -> list[str]:
-        for i, q in enumerate(queries):
-            if not q.strip():
-                raise ValueError(f"query {i} is empty")
-            if len(q) > MAX_QUESTION_CHARS:
-                raise ValueError(f"query {i} is over {MAX_QUESTION_CHARS} characters")
-        return queries
+    queries: list[Question] = Field(min_length=1, max_length=1000)
 
 
-def _service(runtime: Runtime) -> WarmupService:
-    if runtime.warmup is None:
-        raise HTTPException(status.HTTP_409_CONFLICT, "warmup is disabled (WARMRAG_WARMUP_ENABLED)")
-    if runtime.warmup.budget is None:
-        raise HTTPException(
-            status.HTTP_503_SERVICE_UNAVAILABLE, f"warmup is not started yet ({runtime.phase})"
-        )
-    return runtime.warmup
+class BudgetOut(BaseModel):
+    capacity_tokens: int
+    share: float
+    block_size: int
+    per_entry_max_tokens: int
+    max_tokens: int
 
 
-@router.get("")
-async def registry(runtime: RuntimeDep) -> dict[str, Any]:
+class JobOut(BaseModel):
+    id: str
+    next_run_time: str | None
+
+
+class RegistryEntryOut(BaseModel):
+    """A warm entry (``WarmEntry`` without its messages) with its remaining TTL."""
+
+    model_config = ConfigDict(extra="allow")
+
+    fingerprint: str
+    ttl_s: float
+    hits: int
+
+
+class RegistryResponse(BaseModel):
+    entries: list[RegistryEntryOut]
+    warm_tokens: int
+    budget: BudgetOut | None
+    pending_changes: int
+    kb_version: int
+    warm_requests_sent: int
+    jobs: list[JobOut]
+    last_report: CycleReport | None
+
+
+@router.get("", response_model=RegistryResponse)
+async def registry(service: WarmupDep, kb: KBDep, scheduler: SchedulerDep) -> RegistryResponse:
     """Warm entries with their TTLs and hit counts, the budget, and the jobs' next runs."""
-    service = _service(runtime)
     now = time.time()
-    entries = []
+    entries: list[dict[str, Any]] = []
     for entry in service.registry.entries():
         item = entry.model_dump(exclude={"messages"})
         item["ttl_s"] = round(entry.expires_at - now, 1)
         entries.append(item)
-    return {
-        "entries": entries,
-        "warm_tokens": service.registry.warm_tokens(),
-        "budget": {**asdict(service.budget), "max_tokens": service.budget.max_tokens}
-        if service.budget
-        else None,
-        "pending_changes": service.pending_changes,
-        "kb_version": runtime.kb.version,
-        "warm_requests_sent": service.warmer.requests_sent,
-        "jobs": runtime.scheduler.jobs() if runtime.scheduler else [],
-        "last_report": service.last_report.model_dump() if service.last_report else None,
-    }
+    budget = service.budget
+    return RegistryResponse.model_validate(
+        {
+            "entries": entries,
+            "warm_tokens": service.registry.warm_tokens(),
+            "budget": {**asdict(budget), "max_tokens": budget.max_tokens} if budget else None,
+            "pending_changes": service.pending_changes,
+            "kb_version": kb.version,
+            "warm_requests_sent": service.warmer.requests_sent,
+            "jobs": scheduler.jobs() if scheduler else [],
+            "last_report": service.last_report,
+        }
+    )
 
 
 @router.get("/reports", response_model=list[CycleReport])
 async def reports(
-    runtime: RuntimeDep,
+    service: WarmupDep,
     since: Annotated[
         float, Query(ge=0, description="Only cycles begun at or after (epoch seconds).")
     ] = 0.0,
 ) -> list[CycleReport]:
     """Recent cycles that warmed, retired, extended or detected something, oldest first
     (the service keeps the last few hundred; idle sweeps are not kept)."""
-    return [r for r in _service(runtime).reports if r.started_at >= since]
+    return [r for r in service.reports if r.started_at >= since]
 
 
 @router.post("", response_model=list[CycleReport])
-async def run_cycle(runtime: RuntimeDep) -> list[CycleReport]:
+async def run_cycle(service: WarmupDep) -> list[CycleReport]:
     """Run a cycle now: pending change detection, TTL sweep, hot-query warmup."""
-    return await _service(runtime).run_cycle()
+    return await service.run_cycle()
 
 
-@router.post("/queries", response_model=CycleReport)
-async def seed_queries(request: SeedQueriesRequest, runtime: RuntimeDep) -> CycleReport:
+@router.post("/queries", response_model=CycleReport, responses=error_responses(413))
+async def seed_queries(request: SeedQueriesRequest, service: WarmupDep) -> CycleReport:
     """Remember questions users are expected to ask, and warm their contexts now."""
-    return await _service(runtime).add_seed_queries(request.queries)
+    return await service.add_seed_queries(request.queries)

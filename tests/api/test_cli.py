@@ -27,7 +27,8 @@ def test_ingest_files_and_folders(service: Service, tmp_path: Path, monkeypatch,
 
     assert main(["ingest", str(folder), str(jsonl), "--url", service.url, "--batch-size", "3"]) == 0
     assert "added 4, updated 0, unchanged 0" in capsys.readouterr().out
-    assert service.runtime.kb.document_ids() == ["mars", "notes", "tea", "zorn"]
+    # a file's id is its path below the folder given, suffix included
+    assert service.runtime.kb.document_ids() == ["mars", "notes.txt", "tea", "zorn.md"]
     assert main(["ingest", str(folder), str(jsonl), "--url", service.url]) == 0
     assert "added 0, updated 0, unchanged 4" in capsys.readouterr().out
 
@@ -35,7 +36,7 @@ def test_ingest_files_and_folders(service: Service, tmp_path: Path, monkeypatch,
 def test_a_bad_line_sends_nothing(service: Service, tmp_path: Path, monkeypatch, capsys) -> None:
     monkeypatch.setenv("WARMRAG_ADMIN_TOKEN", ADMIN_TOKEN)
     jsonl = tmp_path / "bad.jsonl"
-    jsonl.write_text('{"id": "ok", "text": "fine"}\n{"id": "bad id", "text": "x"}\n')
+    jsonl.write_text('{"id": "ok", "text": "fine"}\n{"id": "bad\\tid", "text": "x"}\n')
     assert main(["ingest", str(jsonl), "--url", service.url]) == 2
     assert "bad.jsonl:2" in capsys.readouterr().err
     assert service.runtime.kb.document_ids() == []

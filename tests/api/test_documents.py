@@ -42,7 +42,8 @@ def test_bad_documents_are_422_and_store_nothing(service: Service) -> None:
     bad_bodies = [
         {"documents": []},
         {"documents": [{"id": "a", "text": "   "}]},
-        {"documents": [{"id": "has space", "text": "x"}]},
+        {"documents": [{"id": "has\ttab", "text": "x"}]},
+        {"documents": [{"id": " leading-space", "text": "x"}]},
         {"documents": [{"id": "ok", "text": "fine"}, {"id": "ok", "text": "dupe"}]},
         {
             "documents": [
