@@ -201,10 +201,14 @@ def ingest_part(vllm_url: str, args: argparse.Namespace) -> str:
         svc.ingest([d for t in corpus for d in t.documents()])
         url = svc.server.url
 
-        def sample(during: threading.Event | None) -> tuple[list[float], list[float]]:
-            """/health latencies and chat TTFTs until ``during`` clears (or 10 chats)."""
+        def sample(
+            during: threading.Event | None,
+        ) -> tuple[list[float], list[float], list[float]]:
+            """/health latencies, chat TTFTs and their retrieval times until ``during``
+            clears (or 10 chats)."""
             health: list[float] = []
             ttft: list[float] = []
+            retrieval: list[float] = []
             stop = threading.Event()
 
             def poll() -> None:
@@ -222,12 +226,13 @@ def ingest_part(vllm_url: str, args: argparse.Namespace) -> str:
                 while (during is not None and during.is_set()) or (during is None and i < 10):
                     body = c.post("/v1/chat", json={"question": questions[i % len(questions)]})
                     ttft.append(float(body.json()["timings"]["ttft_ms"]))
+                    retrieval.append(float(body.json()["timings"]["retrieval_ms"]))
                     i += 1
             stop.set()
             poller.join()
-            return health, ttft
+            return health, ttft, retrieval
 
-        idle_health, idle_ttft = sample(None)
+        idle = sample(None)
         ingesting = threading.Event()
         ingesting.set()
         took: dict[str, float] = {}
@@ -240,14 +245,15 @@ def ingest_part(vllm_url: str, args: argparse.Namespace) -> str:
 
         writer = threading.Thread(target=ingest)
         writer.start()
-        busy_health, busy_ttft = sample(ingesting)
+        busy = sample(ingesting)
         writer.join()
 
-    def line(name: str, health: list[float], ttft: list[float]) -> str:
+    def line(name: str, health: list[float], ttft: list[float], retrieval: list[float]) -> str:
         return (
             f"| {name} | {len(health)} | {percentile(health, 50):.1f} | "
             f"{percentile(health, 99):.1f} | {max(health):.1f} | {len(ttft)} | "
-            f"{percentile(ttft, 50):.0f} | {percentile(ttft, 99):.0f} |"
+            f"{percentile(ttft, 50):.0f} | {percentile(ttft, 99):.0f} | "
+            f"{percentile(retrieval, 50):.0f} | {percentile(retrieval, 99):.0f} |"
         )
 
     table = "\n".join(
@@ -255,10 +261,10 @@ def ingest_part(vllm_url: str, args: argparse.Namespace) -> str:
             f"Ingest of one {args.big_words:,}-word document took {took['s']:.1f} s.",
             "",
             "| while | /health probes | p50 ms | p99 ms | max ms | chats | TTFT p50 ms |"
-            " TTFT p99 ms |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|",
-            line("idle", idle_health, idle_ttft),
-            line("ingesting", busy_health, busy_ttft),
+            " TTFT p99 ms | retrieval p50 ms | retrieval p99 ms |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+            line("idle", *idle),
+            line("ingesting", *busy),
         ]
     )
     print(table)

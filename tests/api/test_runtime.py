@@ -1,0 +1,27 @@
+"""The composition root builds everything and touches nothing until ``open``."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from api.config import Settings
+from api.runtime import Runtime
+from rag.embedding import Embedder
+from tests.fakes import FakeEngine
+
+
+def test_runtime_construction_does_no_io(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    embedder = Embedder()  # not loaded either: its model loads in warm_up()
+    runtime = Runtime(Settings(data_dir=data), embedder=embedder, llm=FakeEngine())
+    assert not data.exists()  # no folder, docstore, Qdrant, graph or SQLite file yet
+    assert embedder._model is None
+    assert runtime.knowledge.kb is runtime.kb and runtime.warmup is not None
+
+    async def open_and_stop() -> None:
+        await runtime.open()
+        await runtime.stop()
+
+    asyncio.run(open_and_stop())
+    assert (data / "qdrant").is_dir() and (data / "warmup.sqlite3").is_file()
