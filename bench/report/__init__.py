@@ -1,0 +1,43 @@
+"""Turns a suite's results into ``results.json``, ``report.md`` (tables and the targets,
+met or missed, with the reason a number falls short) and PNG plots.
+
+Everything here reads the results dict only, so a report can be rewritten from a
+saved ``results.json`` (``python -m bench.report bench/results/<run>/results.json``).
+The package holds ``write_report``, which ties the parts together: ``targets`` judges
+the numbers, ``markdown`` lays them out, ``plots`` draws them, ``results`` reads them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from bench.report.markdown import render_markdown
+from bench.report.plots import (
+    plot_after_change,
+    plot_hit_rate,
+    plot_ttft_distributions,
+    rolling_hit_share,
+)
+from bench.report.targets import evaluate_targets
+
+__all__ = ["evaluate_targets", "rolling_hit_share", "write_report"]
+
+
+def write_report(results: dict[str, Any], out_dir: Path) -> list[Path]:
+    """Write results.json, report.md and the plots into ``out_dir``; return the paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    targets = evaluate_targets(results)
+    results = {**results, "targets": [t.to_json() for t in targets]}
+    paths = [out_dir / "results.json", out_dir / "report.md"]
+    paths[0].write_text(json.dumps(results, indent=1, allow_nan=True) + "\n")
+    paths[1].write_text(render_markdown(results, targets))
+    for name, plot in (
+        ("ttft_steady.png", plot_ttft_distributions),
+        ("hit_rate_over_time.png", plot_hit_rate),
+        ("ttft_after_change.png", plot_after_change),
+    ):
+        plot(results, out_dir / name)
+        paths.append(out_dir / name)
+    return paths

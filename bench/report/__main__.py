@@ -1,0 +1,14 @@
+"""``python -m bench.report bench/results/<run>/results.json``: rewrite that run's
+report, results and plots next to the given results.json, printing each path written."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from bench.report import write_report
+
+source = Path(sys.argv[1])
+for written in write_report(json.loads(source.read_text()), source.parent):
+    print(written)

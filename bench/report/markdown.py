@@ -1,0 +1,255 @@
+"""``report.md``: the targets table, one section per scenario (steady state, restart,
+knowledge-base change, warmup cycles, pressure, scale) and links to the plots.
+
+Apart from the targets and the plots: this is layout only, it judges and draws nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from bench.report.results import floor_p50
+from bench.report.targets import Target
+
+
+def _cycle_text(cycle: dict[str, Any]) -> str:
+    done = f"{cycle['warm_requests']} prefills, {cycle['retired']} retired"
+    if cycle["affected"]:
+        done += f", {cycle['affected']} affected"
+    if cycle["extended"]:
+        done += f", {cycle['extended']} extended"
+    return f"{cycle['kind']} at {cycle['at_s']:.1f} s ({done})"
+
+
+def _cycles_markdown(strategies: dict[str, Any]) -> list[str]:
+    """What the warmup layer did while each scenario ran (results from before this was
+    recorded have no cycles and get no section)."""
+    rows = []
+    for s in strategies.values():
+        scenarios = [("steady stream", s.get("steady", {})), ("restart", s.get("restart", {}))]
+        scenarios += [(c["label"], c) for c in s.get("change", [])]
+        for name, part in scenarios:
+            if part.get("cycles"):
+                rows.append([s["strategy"], name, "; ".join(map(_cycle_text, part["cycles"]))])
+    if not rows:
+        return []
+    return [
+        "## Warmup cycles during the scenarios",
+        "",
+        "Cycles that warmed, retired, extended or detected something; times from the "
+        "stream's start, the service's start (restart) or the ingest's start (change: a "
+        "negative time is between the registry snapshot and the ingest).",
+        "",
+        *_table(["strategy", "scenario", "cycles"], rows),
+    ]
+
+
+def _row(cells: Sequence[object]) -> str:
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
+    return [_row(header), _row(["---"] * len(header)), *(_row(r) for r in rows), ""]
+
+
+def _ms(value: float) -> str:
+    return "-" if value is None or math.isnan(value) else f"{value:.0f}"
+
+
+def _pct(value: float) -> str:
+    return "-" if value is None or math.isnan(value) else f"{value:.0%}"
+
+
+def render_markdown(results: dict[str, Any], targets: Sequence[Target]) -> str:
+    meta = results.get("meta", {})
+    strategies = results.get("strategies", {})
+    lines = [
+        "# warmrag benchmark report",
+        "",
+        f"Run {meta.get('started', '?')} ({'quick' if meta.get('quick') else 'full'}"
+        f"{', interrupted: partial results' if meta.get('interrupted') else ''}), "
+        f"{meta.get('duration_s', 0) / 60:.1f} min on {meta.get('machine', '?')}"
+        + (f", commit {meta['commit']}." if meta.get("commit") else "."),
+        f"Workload: {meta.get('corpus', '?')}. Command: `{meta.get('command', 'make bench')}`"
+        + (f" (arguments: `{meta['argv']}`)." if meta.get("argv") else "."),
+        "",
+        "## Targets",
+        "",
+    ]
+    lines += _table(
+        ["target", "goal", "measured", "met", "why not"],
+        [
+            [t.name, t.goal, t.measured, {True: "yes", False: "**no**", None: "-"}[t.met], t.why]
+            for t in targets
+        ],
+    )
+    lines += ["## Steady state (whole stream, each strategy from a reset prefix cache)", ""]
+    rows = []
+    for s in strategies.values():
+        sm, fs, st = s["steady"]["summary"], s["steady"]["first_sight"], s["steady"]["after_stream"]
+        rows.append(
+            [
+                s["strategy"],
+                _ms(sm["ttft_p50_ms"]),
+                _ms(sm["ttft_p95_ms"]),
+                _ms(sm["ttft_p99_ms"]),
+                _pct(sm["hit_share"]),
+                f"{_pct(fs['hit_share'])} of {fs['n']}",
+                st["warm_prefill_tokens"],
+                _kv_share(st),
+            ]
+        )
+    lines += _table(
+        [
+            "strategy",
+            "TTFT p50 ms",
+            "p95",
+            "p99",
+            "warm hits",
+            "first-sight hits",
+            "warmup prefill tokens",
+            "KV cache held warm",
+        ],
+        rows,
+    )
+    floor = results.get("floor", {})
+    if floor.get("ttft_ms"):
+        lines += [
+            f"Floor (the same questions with no context, straight to vLLM): p50 "
+            f"{floor_p50(results):.0f} ms over {floor['n']} questions.",
+            "",
+        ]
+    lines += ["## Restart (first requests after `/ready`)", ""]
+    lines += _table(
+        ["strategy", "ready after s", "TTFT p50 ms", "p95", "p99", "warm hits", "entries warm"],
+        [
+            [
+                s["strategy"],
+                f"{s['restart']['ready_s']:.1f}",
+                _ms(s["restart"]["summary"]["ttft_p50_ms"]),
+                _ms(s["restart"]["summary"]["ttft_p95_ms"]),
+                _ms(s["restart"]["summary"]["ttft_p99_ms"]),
+                _pct(s["restart"]["summary"]["hit_share"]),
+                s["restart"]["state"]["warm_entries"] or "-",
+            ]
+            for s in strategies.values()
+        ],
+    )
+    lines += ["## Knowledge-base change (requests to the changed contexts in the window after)", ""]
+    rows = []
+    for s in strategies.values():
+        for c in s.get("change", []):
+            rows.append(
+                [
+                    s["strategy"],
+                    c["label"],
+                    _na(c["entries_affected_truth"]),
+                    _na(c.get("entries_holding_changed_doc")),
+                    _na(c["entries_detected"]),
+                    _na(c["entries_rewarmed"]),
+                    _na(c.get("new_contexts_warm")),
+                    _na(c["rewarm_prefill_tokens"]),
+                    _na(c["predicted_prefill_tokens"]),
+                    _na(c["detection_ms"]),
+                    _ms(c["summary"]["ttft_p50_ms"]),
+                    _pct(c["summary"]["hit_share"]),
+                    _pct(c.get("warm_before", {}).get("hit_share", math.nan)),
+                    c["summary"]["n"],
+                ]
+            )
+    lines += _table(
+        [
+            "strategy",
+            "change",
+            "entries whose context changed",
+            "entries holding a changed doc",
+            "detected",
+            "re-warmed",
+            "new contexts warm",
+            "re-warm prefill tokens",
+            "predicted-query prefill",
+            "detection ms",
+            "TTFT p50 ms",
+            "warm hits",
+            "hits where warm before",
+            "requests",
+        ],
+        rows,
+    )
+    lines += _cycles_markdown(strategies)
+    pressure = results.get("pressure", {})
+    lines += ["## Pressure (KV cache smaller than the working set)", ""]
+    if pressure.get("skipped"):
+        lines += [f"Skipped: {pressure['skipped']}", ""]
+    elif pressure:
+        lines += [pressure.get("description", ""), ""]
+        lines += _table(
+            ["strategy", "TTFT p50 ms", "p95", "p99", "warm hits", "warmup prefill tokens"],
+            [
+                [
+                    s["strategy"],
+                    _ms(s["steady"]["summary"]["ttft_p50_ms"]),
+                    _ms(s["steady"]["summary"]["ttft_p95_ms"]),
+                    _ms(s["steady"]["summary"]["ttft_p99_ms"]),
+                    _pct(s["steady"]["summary"]["hit_share"]),
+                    s["steady"]["after_stream"]["warm_prefill_tokens"],
+                ]
+                for s in pressure.get("strategies", {}).values()
+            ],
+        )
+    lines += _scale_markdown(results.get("scale", {}))
+    lines += [
+        "## Plots",
+        "",
+        "![TTFT per strategy](ttft_steady.png)",
+        "",
+        "![Hit share over time](hit_rate_over_time.png)",
+        "",
+        "![TTFT after a change](ttft_after_change.png)",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _kv_share(state: dict[str, Any]) -> str:
+    """Registry tokens over the KV cache's capacity (vLLM's own usage gauge counts only
+    blocks of running requests, so it reads 0 between requests)."""
+    capacity = state.get("kv_capacity_tokens")
+    if not capacity:
+        return "-"
+    return f"{state['warm_tokens']} tokens ({state['warm_tokens'] / capacity:.0%})"
+
+
+def _na(value: object) -> str:
+    return "-" if value is None else str(value)
+
+
+def _scale_markdown(scale: dict[str, Any]) -> list[str]:
+    lines = ["## Scale", ""]
+    if not scale or scale.get("skipped"):
+        return [*lines, f"Skipped: {scale.get('skipped', 'not run')}", ""]
+    ingest = scale["ingest"]
+    lines += [
+        f"Ingest: {ingest['ingest_chunks_per_s']:.1f} chunks/s through the pipeline into Qdrant "
+        f"vs {ingest['raw_chunks_per_s']:.1f} chunks/s raw embedding ({ingest['ratio']:.1%}), "
+        f"{ingest['chunks']} chunks.",
+        "",
+    ]
+    lines += _table(
+        ["chunks", "retrieval p50 ms", "p95"],
+        [[r["chunks"], f"{r['p50_ms']:.1f}", f"{r['p95_ms']:.1f}"] for r in scale["retrieval"]],
+    )
+    lines += _table(
+        ["triples", "subgraph p50 ms", "p99"],
+        [[r["triples"], f"{r['p50_ms']:.2f}", f"{r['p99_ms']:.2f}"] for r in scale["subgraph"]],
+    )
+    lines += _table(
+        ["warm entries", "detection p50 ms (cold caches)", "warm caches"],
+        [
+            [r["entries"], f"{r['cold_p50_ms']:.2f}", f"{r['warm_p50_ms']:.2f}"]
+            for r in scale["detection"]
+        ],
+    )
+    return lines
