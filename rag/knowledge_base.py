@@ -238,7 +238,11 @@ class KnowledgeBase:
         for doc in docs:
             self._docstore.delete_ref_doc(doc.id_, raise_error=False)
             self._docstore.set_document_hash(doc.id_, doc.metadata[DOC_HASH_KEY])
-        self._docstore.add_documents(nodes, store_text=True)
+        # Vectors live in Qdrant; a copy in the docstore would make every save
+        # serialize them all again (the whole file is rewritten on each write).
+        self._docstore.add_documents(
+            [n.model_copy(update={"embedding": None}) for n in nodes], store_text=True
+        )
         for doc_id, doc_triples in triples.items():
             if doc_triples:
                 self._triples[doc_id] = doc_triples

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -46,6 +47,8 @@ class WarmupScheduler:
         async def run() -> None:
             try:
                 await func()
+            except asyncio.CancelledError:  # the service is stopping: not a failure
+                log.debug("warmup job %s cancelled", job_id)
             except Exception:  # a failed run must not stop the schedule
                 log.exception("warmup job %s failed", job_id)
 
