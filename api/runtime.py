@@ -145,7 +145,11 @@ class Runtime:
     def _build_warmup(self) -> WarmupService:
         s = self.settings
         warmer = Warmer(
-            self.llm, self.engine.activity, self.metrics, max_concurrency=s.warmup.max_concurrency
+            self.llm,
+            self.engine.activity,
+            self.metrics,
+            max_concurrency=s.warmup.max_concurrency,
+            busy_share=s.warmup.busy_share,
         )
         store = WarmupStore(s.data_dir / "warmup.sqlite3", load=False)
         return WarmupService(

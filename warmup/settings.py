@@ -32,6 +32,9 @@ class WarmupSettings(BaseModel):
         0.7, gt=0, le=1, description="Stop warming when vLLM's KV usage passes this."
     )
     max_concurrency: int = Field(1, ge=1, description="Prefills in flight at once.")
+    busy_share: float = Field(
+        0.1, gt=0, le=1, description="Share of vLLM's time warmup may take next to chats."
+    )
     debounce_s: float = Field(1.0, ge=0, description="Quiet time after a change before detection.")
     restore_max_entries: int = Field(64, ge=0, description="Entries re-warmed before /ready.")
     budget_share: float | None = Field(

@@ -1,0 +1,34 @@
+"""Warmup's prefills yield to chats, and under steady load take a bounded share of vLLM."""
+
+from __future__ import annotations
+
+import asyncio
+
+from rag.chat import ChatActivity
+from rag.metrics import ServiceMetrics
+from rag.prompt import PromptBuilder
+from tests.fakes import FakeEngine
+from warmup.warmer import Warmer
+
+
+def test_prefills_next_to_chats_take_at_most_their_share() -> None:
+    async def scenario() -> None:
+        engine = FakeEngine(prefill_delay_s=0.05)
+        activity = ChatActivity()
+        warmer = Warmer(
+            engine, activity, ServiceMetrics(), yield_timeout_s=0.01, quiet_s=0.0, busy_share=0.01
+        )
+        prefix = PromptBuilder().prefix([])
+        activity.enter()  # a chat in flight: no quiet moment comes
+        await warmer.warm(prefix)  # sent after the yield timeout, next to the chat
+        slot = warmer.next_busy_slot
+        assert slot - warmer.clock() > 3.0  # ~0.05 s x 99: the engine's other 99 %
+        second = asyncio.create_task(warmer.warm(prefix))
+        await asyncio.sleep(0.3)
+        assert len(engine.prefills) == 1  # still waiting for quiet or for its slot
+        activity.exit()  # the chat ends: a quiet moment
+        await second
+        assert len(engine.prefills) == 2 and warmer.clock() < slot
+        assert warmer.next_busy_slot == slot  # a prefill in a quiet moment costs chats nothing
+
+    asyncio.run(scenario())
