@@ -8,11 +8,14 @@ import asyncio
 import sqlite3
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from rag.embedding import Embedder
+from rag.models import ChangeSet, ChunkRecord
 from tests.fakes import FakeEngine
 from tests.warmup.rig import DOCS, QUESTIONS, make_rig, topic
+from warmup.store import WarmupStore
 
 
 @pytest.mark.parametrize("pending", ["persisted", "lost"])
@@ -60,3 +63,23 @@ def test_a_restart_never_restores_entries_with_old_text(
             await rig.close()
 
     asyncio.run(scenario())
+
+
+def test_a_pending_change_keeps_its_chunk_vectors(tmp_path: Path) -> None:
+    """Detection after a restart needs the added chunks' vectors exactly as they were."""
+    vectors = np.random.default_rng(1).normal(size=(3, 384)).astype(np.float32)
+    change = ChangeSet(
+        added=["d"],
+        added_chunks=[
+            ChunkRecord(doc_id="d", chunk_id=f"c{i}", embedding=v.tolist())
+            for i, v in enumerate(vectors)
+        ],
+        kb_version=4,
+    )
+    store = WarmupStore(tmp_path / "warmup.sqlite3")
+    store.add_pending(7, change)
+    store.close()
+    [(seq, loaded)] = WarmupStore(tmp_path / "warmup.sqlite3").load().pending
+    assert seq == 7 and loaded.added == ["d"] and loaded.kb_version == 4
+    assert [c.chunk_id for c in loaded.added_chunks] == ["c0", "c1", "c2"]
+    assert np.array_equal(np.array([c.embedding for c in loaded.added_chunks], np.float32), vectors)
