@@ -8,6 +8,14 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Importing the model stack creates torch's compile-cache folder, in /tmp unless told
+# otherwise: keep it in the data folder, as `make run` does.
+os.environ.setdefault(
+    "TORCHINDUCTOR_CACHE_DIR",
+    os.path.join(
+        os.path.abspath(os.environ.get("WARMRAG_DATA_DIR", "data")), "cache", "torchinductor"
+    ),
+)
 
 import argparse
 import logging
