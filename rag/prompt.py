@@ -54,6 +54,21 @@ def canonical_triples(triples: Sequence[Sequence[str]]) -> tuple[TripleText, ...
     return tuple(sorted((s, p, o) for s, p, o in triples))
 
 
+def fingerprint_of(prefix_messages: Sequence[Message]) -> str:
+    """The one fingerprint of a prompt prefix: the registry's key and the router's."""
+    digest = hashlib.sha256(json.dumps(list(prefix_messages), ensure_ascii=False).encode())
+    return digest.hexdigest()[:32]
+
+
+def prefix_messages_of(messages: Sequence[Message]) -> Sequence[Message]:
+    """The prefix part of a chat's messages: its leading system turns (the prompt
+    builder puts instruction, passages and triples there, and nothing else)."""
+    n = 0
+    while n < len(messages) and messages[n].get("role") == "system":
+        n += 1
+    return messages[:n]
+
+
 class PromptBuilder:
     """Renders passages, triples and a question into chat messages."""
 
@@ -79,9 +94,8 @@ class PromptBuilder:
                 + "\n".join(f"- ({s}; {p}; {o})" for s, p, o in facts)
             )
         messages = ({"role": "system", "content": "\n\n".join(parts)},)
-        digest = hashlib.sha256(json.dumps(messages, ensure_ascii=False).encode()).hexdigest()
         return PromptPrefix(
-            messages=messages, passages=ordered, triples=facts, fingerprint=digest[:32]
+            messages=messages, passages=ordered, triples=facts, fingerprint=fingerprint_of(messages)
         )
 
     def build(
