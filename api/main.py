@@ -25,6 +25,7 @@ from api.guards import BodySizeLimit, ChatLimiter
 from api.routes import chat, completions, documents, health, kg, warmup
 from api.runtime import Runtime
 from rag.embedding import Embedder
+from rag.lease import CollectionLeasedError
 from rag.llm import LLMEngine, LLMError
 
 log = logging.getLogger(__name__)
@@ -115,6 +116,11 @@ def create_app(
         return JSONResponse(
             error_body(exc.public, "vllm"), status_code=exc.status_code, headers=headers
         )
+
+    @app.exception_handler(CollectionLeasedError)
+    async def _not_the_writer(request: Request, exc: CollectionLeasedError) -> JSONResponse:
+        # Nothing was written: another instance holds the shared collection's lease.
+        return JSONResponse(error_body(str(exc), "qdrant"), status.HTTP_409_CONFLICT)
 
     @app.exception_handler(OSError)
     async def _storage_error(request: Request, exc: OSError) -> JSONResponse:

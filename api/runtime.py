@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import socket
 from enum import StrEnum
 
 import anyio
@@ -21,6 +23,7 @@ from kg.extract import TripleExtractor
 from kg.store import KnowledgeGraph
 from kg.subgraph import SubgraphSelector
 from rag.chat import ChatEngine
+from rag.collection import SharedCollection
 from rag.cpu import CpuFeatures, VLLMCpuPlan, plan_for
 from rag.embedding import Embedder, shared_embedder
 from rag.graph_sync import GraphSync
@@ -33,7 +36,7 @@ from rag.models import ChangeSet
 from rag.prompt import PromptBuilder
 from rag.retriever import Retriever
 from rag.sample import load_sample_documents
-from rag.vllm_server import VLLMServer
+from rag.vllm_server import VLLMNotInstalledError, VLLMServer, require_vllm_cpu
 from rag.vllm_supervisor import VLLMSupervisor
 from warmup.scheduler import WarmupScheduler
 from warmup.service import WarmupService
@@ -41,6 +44,9 @@ from warmup.store import WarmupStore
 from warmup.warmer import Warmer
 
 log = logging.getLogger(__name__)
+
+#: Start-up errors whose message is written for the operator (/ready shows it).
+_SAY_WHY: tuple[type[Exception], ...] = (VLLMNotInstalledError,)
 
 
 class Phase(StrEnum):
@@ -81,6 +87,7 @@ class Runtime:
             collection=s.qdrant_collection,
             chunk_tokens=s.chunk_tokens,
             chunk_overlap_tokens=s.chunk_overlap_tokens,
+            shared=self._shared_collection(),
             load=False,
         )
         self.graph = KnowledgeGraph(s.data_dir / "kg", self.embedder.embed_texts, load=False)
@@ -113,6 +120,7 @@ class Runtime:
                 dev_mode=s.vllm_dev_mode,
                 dtype=self.cpu_plan.dtype,
                 log_max_bytes=s.vllm_log_max_mib * 1024 * 1024,
+                extra_args=s.vllm_extra_argv,
             )
             self.supervisor = VLLMSupervisor(
                 self.vllm_server,
@@ -164,9 +172,24 @@ class Runtime:
             context_window=s.vllm_max_model_len,
         )
 
+    def _shared_collection(self) -> SharedCollection | None:
+        """On a Qdrant server the collection is shared: see ``rag.collection``."""
+        s = self.settings
+        if not s.qdrant_is_remote:
+            return None
+        return SharedCollection(
+            writer_id=None,  # the data folder's, read at open
+            writer_name=s.instance_name or f"{socket.gethostname()}:{os.getpid()}",
+            hnsw_m=s.qdrant_hnsw_m,
+            hnsw_ef_construct=s.qdrant_hnsw_ef_construct,
+            lease_ttl_s=s.qdrant_lease_ttl_s,
+        )
+
     def _qdrant_client(self) -> QdrantClient:
-        if self.settings.qdrant_url:
-            return QdrantClient(url=self.settings.qdrant_url)
+        s = self.settings
+        if s.qdrant_url:
+            key = s.qdrant_api_key.get_secret_value() if s.qdrant_api_key else None
+            return QdrantClient(url=s.qdrant_url, api_key=key)
         # Local mode: brute-force search, one client per folder (exclusive lock).
         return QdrantClient(path=str(self.settings.qdrant_path))
 
@@ -218,7 +241,7 @@ class Runtime:
     async def _start_up(self) -> None:
         try:
             await self._bring_up_llm()
-            if self.settings.seed_sample_kb and not self.kb.document_ids():
+            if self._should_seed_sample_kb():
                 self.phase = Phase.SEEDING_SAMPLE_KB
                 change = await self.knowledge.ingest(load_sample_documents())
                 log.info("seeded the sample knowledge base: %d documents", len(change.added))
@@ -245,12 +268,27 @@ class Runtime:
             log.info("warmrag is ready")
         except Exception as exc:  # reported by /ready; the process keeps serving /health
             log.exception("start-up failed")
-            self.error = f"start-up failed in {self.phase.value} ({type(exc).__name__})"
+            # Errors written for operators say what to do; others name only their type.
+            why = str(exc) if isinstance(exc, _SAY_WHY) else type(exc).__name__
+            self.error = f"start-up failed in {self.phase.value}: {why}"
             self.phase = Phase.FAILED
+
+    def _should_seed_sample_kb(self) -> bool:
+        """The sample documents go only into the embedded default's own store, and only
+        on its very first start: a KB the user emptied stays empty, and a collection on
+        a server (shared, maybe someone else's) never gets them."""
+        s = self.settings
+        return (
+            s.seed_sample_kb
+            and not s.qdrant_is_remote
+            and self.kb.version == 0
+            and not self.kb.document_ids()
+        )
 
     async def _bring_up_llm(self) -> None:
         server = self.vllm_server
         if server is not None:
+            require_vllm_cpu()
             if self.cpu_plan is not None:
                 log.info("vLLM-CPU settings: %s", self.cpu_plan.reason)
             self.phase = Phase.PROVISIONING_MODEL

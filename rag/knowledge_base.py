@@ -1,12 +1,16 @@
 """The knowledge base: chunks in Qdrant, document hashes in a llama-index docstore.
 
-The docstore file is the commit point. Write order keeps the store consistent
+Embedded default: the docstore file is the commit point. Write order keeps the store consistent
 across a crash at any point: new chunks are added first, then the docstore (with
 the KB version) is replaced atomically, then the old chunks are deleted. Until
 that last step, and if it fails, Qdrant holds chunks no committed document owns
 ("orphans"): retrieval never returns them (each hit's document hash is checked
 against the docstore), and ``reconcile`` (run at open, and after a write whose
 clean-up failed) removes them.
+
+On a Qdrant server (``shared``) the points carry the state instead, the docstore
+is rebuilt from them at open, one instance holds the writer's lease, and clean-up
+removes only this instance's own half-finished writes: see ``rag.collection``.
 """
 
 from __future__ import annotations
@@ -15,8 +19,10 @@ import hashlib
 import json
 import logging
 import threading
+import uuid
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +30,15 @@ import numpy as np
 from llama_index.core.schema import BaseNode, MetadataMode
 from llama_index.core.storage.docstore import SimpleDocumentStore
 from llama_index.core.vector_stores.types import VectorStoreQuery
+from llama_index.core.vector_stores.utils import metadata_dict_to_node
 from llama_index.vector_stores.qdrant import QdrantVectorStore
 from qdrant_client import QdrantClient
+from qdrant_client import models as qm
 
 from kg.persist import atomic_write, remove_stale_temps
-from rag.embedding import Embedder
+from rag import collection as shared_points
+from rag.collection import CollectionScan, SharedCollection
+from rag.embedding import EMBEDDING_DIM, Embedder
 from rag.faults import checkpoint
 from rag.ingest import (
     CHUNK_INDEX_KEY,
@@ -37,6 +47,7 @@ from rag.ingest import (
     document_hash,
     to_llama_document,
 )
+from rag.lease import CollectionLease, CollectionLeasedError
 from rag.models import ChangeSet, ChunkRecord, DocumentIn, Passage
 
 log = logging.getLogger(__name__)
@@ -70,10 +81,12 @@ class KnowledgeBase:
         collection: str = "warmrag",
         chunk_tokens: int = 200,
         chunk_overlap_tokens: int = 20,
+        shared: SharedCollection | None = None,
         load: bool = True,
     ) -> None:
         """``client`` may be a factory, called by ``open``; ``load=False`` defers all
-        I/O (reading the docstore, opening Qdrant, reconciling) to ``open``."""
+        I/O (reading the docstore, opening Qdrant, reconciling) to ``open``.
+        ``shared``: the collection is on a server others may use (see the module doc)."""
         self._dir = data_dir
         self._state_path = data_dir / "docstore.json"
         self._client_source = client
@@ -87,6 +100,8 @@ class KnowledgeBase:
         self._docstore, self._version = SimpleDocumentStore(), 0
         self._triples: dict[str, list[list[str]]] = {}
         self._needs_reconcile = False
+        self._shared = shared
+        self._lease: CollectionLease | None = None
         if load:
             self.open()
 
@@ -101,10 +116,103 @@ class KnowledgeBase:
             self._client = source if isinstance(source, QdrantClient) else source()
             self._vectors = QdrantVectorStore(collection_name=self._collection, client=self._client)
             self._docstore, self._version, self._triples = self._load_state()
+            if self._shared is not None:
+                self._open_shared(self._shared)
             self.reconcile()
+
+    def _open_shared(self, shared: SharedCollection) -> None:
+        """Create the collection if needed, take the writer's lease if free, and rebuild
+        the docstore from the committed points (the local file is only a cache)."""
+        if shared.writer_id is None:
+            shared = self._shared = replace(shared, writer_id=self._read_writer_id())
+        assert shared.writer_id is not None
+        shared_points.ensure_collection(
+            self.client,
+            self._collection,
+            EMBEDDING_DIM,
+            hnsw_m=shared.hnsw_m,
+            hnsw_ef_construct=shared.hnsw_ef_construct,
+        )
+        self._lease = CollectionLease(
+            self.client,
+            self._collection,
+            holder=shared.writer_id,
+            name=shared.writer_name,
+            vector_size=EMBEDDING_DIM,
+            ttl_s=shared.lease_ttl_s,
+        )
+        try:
+            self._lease.acquire()
+        except CollectionLeasedError as exc:
+            log.warning("%s", exc)
+        self._lease.start_renewing()
+        found = shared_points.scan(self.client, self._collection)
+        self._adopt(found)
+        others = {
+            w: len(ids) for w, ids in found.pending_by_writer.items() if w != shared.writer_id
+        }
+        if others:
+            log.warning("unfinished writes of other instances stay hidden, untouched: %s", others)
+        if found.foreign_points:
+            log.info("%d points without a document id are left alone", found.foreign_points)
+
+    def _read_writer_id(self) -> str:
+        """This data folder's id on a shared collection, made once and kept."""
+        path = self._dir / "writer_id"
+        if not path.exists():
+            writer_id = uuid.uuid4().hex
+            atomic_write(path, lambda fh: fh.write(writer_id.encode()))
+        return path.read_text(encoding="utf-8").strip()
+
+    def _adopt(self, found: CollectionScan) -> None:
+        """Make the docstore say what the collection's committed points say."""
+        before = {d: self._docstore.get_document_hash(d) for d in self.document_ids()}
+        docstore = SimpleDocumentStore()
+        triples: dict[str, list[list[str]]] = {}
+        for doc_id, version in found.current.items():
+            nodes = [metadata_dict_to_node(p) for p in version.payloads]
+            docstore.add_documents(nodes, store_text=True)
+            docstore.set_document_hash(doc_id, version.doc_hash)
+            if version.triples:
+                triples[doc_id] = version.triples
+        self._docstore, self._triples = docstore, triples
+        after = {d: v.doc_hash for d, v in found.current.items()}
+        if after != before:
+            self._version += 1
+            log.info("knowledge base read from the collection: %d documents", len(after))
+            if self.writable:
+                self._save_state()
+
+    @property
+    def writable(self) -> bool:
+        """False while another instance holds the shared collection's writer's lease."""
+        return self._lease is None or self._lease.held
+
+    @property
+    def lease_holder(self) -> str | None:
+        """Who holds the writer's lease on a shared collection (None: embedded)."""
+        if self._lease is None:
+            return None
+        state = self._lease.read()
+        return state.name if state else None
+
+    def _require_writer(self) -> None:
+        """On a shared collection, writes need the lease; take it if it has lapsed."""
+        if self._lease is not None and not self._lease.held:
+            self._lease.acquire()
+            self._adopt(shared_points.scan(self.client, self._collection))
+
+    def release_writer(self) -> None:
+        """Give up the shared collection's writer's lease now (read-only from here on),
+        so another instance can take over without waiting for it to lapse."""
+        with self._writer:
+            if self._lease is not None:
+                self._lease.release()
 
     def close(self) -> None:
         with self._lock:
+            if self._lease is not None:
+                self._lease.release()
             if self._client is not None:
                 self._client.close()
 
@@ -183,6 +291,7 @@ class KnowledgeBase:
         is embedded, and wait at most for the commit itself.
         """
         with self._writer:
+            self._require_writer()
             added: list[str] = []
             updated: list[str] = []
             unchanged: list[str] = []
@@ -203,6 +312,8 @@ class KnowledgeBase:
                 old_chunks = [c for doc_id in updated for c in self.chunk_ids(doc_id)]
 
             nodes = list(self._pipeline.run(documents=todo))
+            if self._shared is not None:
+                shared_points.mark_pending(nodes, self._shared.writer_id or "", triples)
             checkpoint("ingest.embedded")
 
             with self._lock:
@@ -235,6 +346,11 @@ class KnowledgeBase:
         """Add the new chunks, then make the new document versions current on disk."""
         self.vectors.add(nodes)
         checkpoint("ingest.vectors_added")
+        if self._lease is not None:
+            if not self._lease.renew():  # another instance took over while we embedded
+                raise CollectionLeasedError(self._collection, self._lease.current())
+            shared_points.commit(self.client, self._collection, [n.node_id for n in nodes])
+            checkpoint("ingest.points_committed")
         for doc in docs:
             self._docstore.delete_ref_doc(doc.id_, raise_error=False)
             self._docstore.set_document_hash(doc.id_, doc.metadata[DOC_HASH_KEY])
@@ -256,8 +372,11 @@ class KnowledgeBase:
 
         If Qdrant cannot remove them now, retrieval still hides them and the next
         ``reconcile`` removes them."""
-        self._docstore, self._version, self._triples = self._load_state()
         try:
+            if self._shared is not None:  # the points are the truth: read them again
+                self._adopt(shared_points.scan(self.client, self._collection))
+            else:
+                self._docstore, self._version, self._triples = self._load_state()
             self.reconcile()
         except Exception:
             log.exception("rollback: orphaned chunks stay hidden until the next reconcile")
@@ -291,9 +410,14 @@ class KnowledgeBase:
 
     def delete(self, doc_id: str) -> ChangeSet:
         with self._writer, self._lock:
+            self._require_writer()
             if self._docstore.get_document_hash(doc_id) is None:
                 raise DocumentNotFoundError(doc_id)
             chunks = self.chunk_ids(doc_id)
+            if self._shared is not None:
+                # On a server the points are the commit point: they go first.
+                self.client.delete(self._collection, points_selector=_document_points(doc_id))
+                checkpoint("delete.points_removed")
             try:
                 self._docstore.delete_ref_doc(doc_id, raise_error=False)
                 self._docstore.delete_document(doc_id, raise_error=False)
@@ -316,10 +440,15 @@ class KnowledgeBase:
         kv.delete(doc_id, collection=self._docstore._metadata_collection)
 
     def reconcile(self) -> int:
-        """Delete chunks that no committed document version owns; return how many."""
+        """Delete chunks that no committed document version owns; return how many.
+
+        On a shared collection: only this instance's own half-finished writes, and
+        only while it holds the writer's lease."""
         with self._lock:
             if not self._collection_exists():
                 return 0
+            if self._shared is not None:
+                return self._reconcile_own(self._shared.writer_id or "")
             stale: list[Any] = []
             offset = None
             while True:
@@ -344,6 +473,19 @@ class KnowledgeBase:
                 self.client.delete(self._collection, points_selector=stale)
             return len(stale)
 
+    def _reconcile_own(self, writer: str) -> int:
+        if self._lease is None or not self._lease.held:
+            return 0
+        leftovers = shared_points.scan(self.client, self._collection).own_leftovers(writer)
+        if leftovers:
+            log.warning(
+                "reconcile: removing %d chunks of this instance's unfinished writes", len(leftovers)
+            )
+            self.client.delete(
+                self._collection, points_selector=qm.PointIdsList(points=list(leftovers))
+            )
+        return len(leftovers)
+
     # ----- reads --------------------------------------------------------------
 
     def retrieve(self, query_embedding: np.ndarray, top_k: int = 3) -> list[Passage]:
@@ -356,9 +498,16 @@ class KnowledgeBase:
             if not self._collection_exists():
                 return []
             fetch = top_k + (16 if self._needs_reconcile else 2)
+            extra: dict[str, Any] = {}
+            if self._shared is not None:
+                extra["qdrant_filters"] = shared_points.visible_chunks()
             result = self.vectors.query(
-                VectorStoreQuery(query_embedding=query_embedding.tolist(), similarity_top_k=fetch)
+                VectorStoreQuery(query_embedding=query_embedding.tolist(), similarity_top_k=fetch),
+                **extra,
             )
+            # A reader without the lease knows only what was there at its start: it
+            # trusts the committed points for documents written since.
+            trust_points = not self.writable
             current = {
                 d: self._docstore.get_document_hash(d)
                 for d in {n.ref_doc_id or "" for n in result.nodes or []}
@@ -366,7 +515,9 @@ class KnowledgeBase:
         passages = []
         for node, score in zip(result.nodes or [], result.similarities or [], strict=False):
             doc_id = node.ref_doc_id or ""
-            if current.get(doc_id) is None or current[doc_id] != node.metadata.get(DOC_HASH_KEY):
+            known = current.get(doc_id)
+            stale = known is None or known != node.metadata.get(DOC_HASH_KEY)
+            if stale and not (trust_points and known is None):
                 continue
             text = node.get_content(metadata_mode=MetadataMode.NONE)
             passages.append(
@@ -384,4 +535,19 @@ class KnowledgeBase:
         with self._lock:
             if not self._collection_exists():
                 return 0
-            return int(self.client.count(self._collection, exact=True).count)
+            shown = shared_points.visible_chunks() if self._shared is not None else None
+            return int(self.client.count(self._collection, count_filter=shown, exact=True).count)
+
+
+def _document_points(doc_id: str) -> Any:
+    """Every committed chunk of one document (another writer's pending ones excepted)."""
+    return qm.FilterSelector(
+        filter=qm.Filter(
+            must=[qm.FieldCondition(key="doc_id", match=qm.MatchValue(value=doc_id))],
+            must_not=[
+                qm.FieldCondition(
+                    key=shared_points.STATE_KEY, match=qm.MatchValue(value=shared_points.PENDING)
+                )
+            ],
+        )
+    )

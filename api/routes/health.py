@@ -32,7 +32,10 @@ async def ready(runtime: RuntimeDep) -> JSONResponse:
             body.ready = True
         else:
             body.detail = "vLLM is not answering"
-    body.extra = {"kb_version": runtime.kb.version, "documents": len(runtime.kb.document_ids())}
+    kb = runtime.kb
+    body.extra = {"kb_version": kb.version, "documents": len(kb.document_ids())}
+    if runtime.settings.qdrant_is_remote:
+        body.extra["qdrant"] = {"shared": True, "writer": kb.writable}
     if runtime.cpu_plan is not None:
         plan = runtime.cpu_plan
         body.extra["vllm"] = {
