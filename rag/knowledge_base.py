@@ -19,10 +19,8 @@ import hashlib
 import json
 import logging
 import threading
-import uuid
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -33,12 +31,11 @@ from llama_index.core.vector_stores.types import VectorStoreQuery
 from llama_index.core.vector_stores.utils import metadata_dict_to_node
 from llama_index.vector_stores.qdrant import QdrantVectorStore
 from qdrant_client import QdrantClient
-from qdrant_client import models as qm
 
 from kg.persist import atomic_write, remove_stale_temps
 from rag import collection as shared_points
 from rag.collection import CollectionScan, SharedCollection
-from rag.embedding import EMBEDDING_DIM, Embedder
+from rag.embedding import Embedder
 from rag.faults import checkpoint
 from rag.ingest import (
     CHUNK_INDEX_KEY,
@@ -47,8 +44,8 @@ from rag.ingest import (
     document_hash,
     to_llama_document,
 )
-from rag.lease import CollectionLease, CollectionLeasedError
 from rag.models import ChangeSet, ChunkRecord, DocumentIn, Passage
+from rag.shared_writer import SharedWriter
 
 log = logging.getLogger(__name__)
 
@@ -100,8 +97,8 @@ class KnowledgeBase:
         self._docstore, self._version = SimpleDocumentStore(), 0
         self._triples: dict[str, list[list[str]]] = {}
         self._needs_reconcile = False
-        self._shared = shared
-        self._lease: CollectionLease | None = None
+        self._shared_config = shared
+        self._shared: SharedWriter | None = None
         if load:
             self.open()
 
@@ -116,53 +113,12 @@ class KnowledgeBase:
             self._client = source if isinstance(source, QdrantClient) else source()
             self._vectors = QdrantVectorStore(collection_name=self._collection, client=self._client)
             self._docstore, self._version, self._triples = self._load_state()
-            if self._shared is not None:
-                self._open_shared(self._shared)
+            if self._shared_config is not None:
+                self._shared = SharedWriter(
+                    self._client, self._collection, self._shared_config, self._dir
+                )
+                self._adopt(self._shared.open())
             self.reconcile()
-
-    def _open_shared(self, shared: SharedCollection) -> None:
-        """Create the collection if needed, take the writer's lease if free, and rebuild
-        the docstore from the committed points (the local file is only a cache)."""
-        if shared.writer_id is None:
-            shared = self._shared = replace(shared, writer_id=self._read_writer_id())
-        assert shared.writer_id is not None
-        shared_points.ensure_collection(
-            self.client,
-            self._collection,
-            EMBEDDING_DIM,
-            hnsw_m=shared.hnsw_m,
-            hnsw_ef_construct=shared.hnsw_ef_construct,
-        )
-        self._lease = CollectionLease(
-            self.client,
-            self._collection,
-            holder=shared.writer_id,
-            name=shared.writer_name,
-            vector_size=EMBEDDING_DIM,
-            ttl_s=shared.lease_ttl_s,
-        )
-        try:
-            self._lease.acquire()
-        except CollectionLeasedError as exc:
-            log.warning("%s", exc)
-        self._lease.start_renewing()
-        found = shared_points.scan(self.client, self._collection)
-        self._adopt(found)
-        others = {
-            w: len(ids) for w, ids in found.pending_by_writer.items() if w != shared.writer_id
-        }
-        if others:
-            log.warning("unfinished writes of other instances stay hidden, untouched: %s", others)
-        if found.foreign_points:
-            log.info("%d points without a document id are left alone", found.foreign_points)
-
-    def _read_writer_id(self) -> str:
-        """This data folder's id on a shared collection, made once and kept."""
-        path = self._dir / "writer_id"
-        if not path.exists():
-            writer_id = uuid.uuid4().hex
-            atomic_write(path, lambda fh: fh.write(writer_id.encode()))
-        return path.read_text(encoding="utf-8").strip()
 
     def _adopt(self, found: CollectionScan) -> None:
         """Make the docstore say what the collection's committed points say."""
@@ -186,33 +142,26 @@ class KnowledgeBase:
     @property
     def writable(self) -> bool:
         """False while another instance holds the shared collection's writer's lease."""
-        return self._lease is None or self._lease.held
-
-    @property
-    def lease_holder(self) -> str | None:
-        """Who holds the writer's lease on a shared collection (None: embedded)."""
-        if self._lease is None:
-            return None
-        state = self._lease.read()
-        return state.name if state else None
+        return self._shared is None or self._shared.writable
 
     def _require_writer(self) -> None:
         """On a shared collection, writes need the lease; take it if it has lapsed."""
-        if self._lease is not None and not self._lease.held:
-            self._lease.acquire()
-            self._adopt(shared_points.scan(self.client, self._collection))
+        if self._shared is not None:
+            found = self._shared.require()
+            if found is not None:
+                self._adopt(found)
 
     def release_writer(self) -> None:
         """Give up the shared collection's writer's lease now (read-only from here on),
         so another instance can take over without waiting for it to lapse."""
         with self._writer:
-            if self._lease is not None:
-                self._lease.release()
+            if self._shared is not None:
+                self._shared.release()
 
     def close(self) -> None:
         with self._lock:
-            if self._lease is not None:
-                self._lease.release()
+            if self._shared is not None:
+                self._shared.release()
             if self._client is not None:
                 self._client.close()
 
@@ -313,7 +262,7 @@ class KnowledgeBase:
 
             nodes = list(self._pipeline.run(documents=todo))
             if self._shared is not None:
-                shared_points.mark_pending(nodes, self._shared.writer_id or "", triples)
+                self._shared.mark_pending(nodes, triples)
             checkpoint("ingest.embedded")
 
             with self._lock:
@@ -346,10 +295,8 @@ class KnowledgeBase:
         """Add the new chunks, then make the new document versions current on disk."""
         self.vectors.add(nodes)
         checkpoint("ingest.vectors_added")
-        if self._lease is not None:
-            if not self._lease.renew():  # another instance took over while we embedded
-                raise CollectionLeasedError(self._collection, self._lease.current())
-            shared_points.commit(self.client, self._collection, [n.node_id for n in nodes])
+        if self._shared is not None:
+            self._shared.commit([n.node_id for n in nodes])
             checkpoint("ingest.points_committed")
         for doc in docs:
             self._docstore.delete_ref_doc(doc.id_, raise_error=False)
@@ -374,7 +321,7 @@ class KnowledgeBase:
         ``reconcile`` removes them."""
         try:
             if self._shared is not None:  # the points are the truth: read them again
-                self._adopt(shared_points.scan(self.client, self._collection))
+                self._adopt(self._shared.scan())
             else:
                 self._docstore, self._version, self._triples = self._load_state()
             self.reconcile()
@@ -416,7 +363,7 @@ class KnowledgeBase:
             chunks = self.chunk_ids(doc_id)
             if self._shared is not None:
                 # On a server the points are the commit point: they go first.
-                self.client.delete(self._collection, points_selector=_document_points(doc_id))
+                self._shared.delete_document(doc_id)
                 checkpoint("delete.points_removed")
             try:
                 self._docstore.delete_ref_doc(doc_id, raise_error=False)
@@ -448,7 +395,7 @@ class KnowledgeBase:
             if not self._collection_exists():
                 return 0
             if self._shared is not None:
-                return self._reconcile_own(self._shared.writer_id or "")
+                return self._shared.remove_own_leftovers()
             stale: list[Any] = []
             offset = None
             while True:
@@ -472,19 +419,6 @@ class KnowledgeBase:
                 )
                 self.client.delete(self._collection, points_selector=stale)
             return len(stale)
-
-    def _reconcile_own(self, writer: str) -> int:
-        if self._lease is None or not self._lease.held:
-            return 0
-        leftovers = shared_points.scan(self.client, self._collection).own_leftovers(writer)
-        if leftovers:
-            log.warning(
-                "reconcile: removing %d chunks of this instance's unfinished writes", len(leftovers)
-            )
-            self.client.delete(
-                self._collection, points_selector=qm.PointIdsList(points=list(leftovers))
-            )
-        return len(leftovers)
 
     # ----- reads --------------------------------------------------------------
 
@@ -537,17 +471,3 @@ class KnowledgeBase:
                 return 0
             shown = shared_points.visible_chunks() if self._shared is not None else None
             return int(self.client.count(self._collection, count_filter=shown, exact=True).count)
-
-
-def _document_points(doc_id: str) -> Any:
-    """Every committed chunk of one document (another writer's pending ones excepted)."""
-    return qm.FilterSelector(
-        filter=qm.Filter(
-            must=[qm.FieldCondition(key="doc_id", match=qm.MatchValue(value=doc_id))],
-            must_not=[
-                qm.FieldCondition(
-                    key=shared_points.STATE_KEY, match=qm.MatchValue(value=shared_points.PENDING)
-                )
-            ],
-        )
-    )

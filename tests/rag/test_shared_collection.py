@@ -15,7 +15,7 @@ from rag import collection as shared_points
 from rag.collection import SharedCollection
 from rag.embedding import EMBEDDING_DIM, Embedder
 from rag.knowledge_base import KnowledgeBase
-from rag.lease import LEASE_POINT_ID, CollectionLeasedError
+from rag.lease import LEASE_POINT_ID, CollectionLease, CollectionLeasedError
 from rag.models import DocumentIn
 
 NAME = "shared"
@@ -191,3 +191,45 @@ def test_the_lease_point_and_pending_chunks_are_never_retrieved(
     assert [p.doc_id for p in found] == ["curie"]
     assert kb.count_chunks() == 1
     assert LEASE_POINT_ID in all_ids(client)
+
+
+def _lease(client: QdrantClient, holder: str, clock: list[float]) -> CollectionLease:
+    shared_points.ensure_collection(client, NAME, EMBEDDING_DIM, hnsw_m=16, hnsw_ef_construct=100)
+    return CollectionLease(
+        client, NAME, holder=holder, name=holder, vector_size=EMBEDDING_DIM, ttl_s=60,
+        clock=lambda: clock[0],
+    )  # fmt: skip
+
+
+def test_a_lease_lapses_when_its_holder_stops_renewing(client: QdrantClient) -> None:
+    clock = [1000.0]
+    a, b = _lease(client, "a", clock), _lease(client, "b", clock)
+    a.acquire()
+    with pytest.raises(CollectionLeasedError, match=r"\(a, lease until"):
+        b.acquire()
+    clock[0] += 59
+    assert a.renew()  # renewed at 1059: good until 1119
+    clock[0] += 59
+    with pytest.raises(CollectionLeasedError):
+        b.acquire()
+    clock[0] += 2  # a crashed: nobody renewed
+    b.acquire()
+    assert b.held and not a.renew() and not a.held
+
+
+def test_of_two_instances_racing_for_a_lapsed_lease_exactly_one_wins(
+    client: QdrantClient,
+) -> None:
+    """Both read the same lapsed lease, then both write: the conditional upsert lets
+    only the first through, and the second reads the winner back."""
+    clock = [1000.0]
+    old = _lease(client, "old", clock)
+    old.acquire()
+    clock[0] += 120
+    a, b = _lease(client, "a", clock), _lease(client, "b", clock)
+    seen = a.read()
+    assert seen is not None and seen == b.read()
+    after_a = a._write_if(seen, clock[0] + 60)
+    after_b = b._write_if(seen, clock[0] + 60)
+    assert after_a is not None and after_b is not None
+    assert after_a.holder == after_b.holder == "a"
