@@ -7,49 +7,19 @@ one, and tests put a fake engine (prefix blocks, evictions, failures) behind it.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import httpx
 
+from rag.llm_errors import LLMBadResponseError as LLMBadResponseError
+from rag.llm_errors import LLMError as LLMError
+from rag.llm_errors import LLMRequestError as LLMRequestError
+from rag.llm_errors import LLMTimeoutError as LLMTimeoutError
+from rag.llm_errors import LLMUnavailableError as LLMUnavailableError
 from rag.prompt import Message
-
-
-class LLMError(RuntimeError):
-    """Something went wrong on vLLM's side of a request.
-
-    The message is for the log (it may name URLs); ``public`` is what a client sees.
-    """
-
-    status_code = 503
-    public = "vLLM is unavailable"
-
-
-class LLMUnavailableError(LLMError):
-    """vLLM could not be reached or failed on its side (the API answers 503)."""
-
-
-class LLMTimeoutError(LLMUnavailableError):
-    """vLLM did not finish within the chat's deadline (the API answers 504)."""
-
-    status_code = 504
-    public = "vLLM did not answer within the deadline"
-
-
-class LLMBadResponseError(LLMError):
-    """vLLM answered with something that is not a valid OpenAI stream (502)."""
-
-    status_code = 502
-    public = "vLLM sent a malformed response"
-
-
-class LLMRequestError(LLMError):
-    """vLLM rejected the request itself, e.g. a prompt longer than the context."""
-
-    status_code = 422
-    public = "vLLM rejected the request"
+from rag.vllm_metrics import VLLMMetrics, parse_vllm_metrics
 
 
 @dataclass(frozen=True)
@@ -57,6 +27,9 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0
+    #: The replica that served the request, where a pool of vLLM servers chose one
+    #: (``rag.routing.ReplicaPool`` fills it in; one server leaves it ``None``).
+    replica: str | None = None
 
 
 @dataclass(frozen=True)
@@ -70,19 +43,13 @@ class CacheConfig:
 
     block_size: int
     num_blocks: int
-    memory_bytes: int
+    #: The memory the cache lives in; ``None`` where vLLM does not report it (GPU
+    #: vLLM sizes the cache from ``gpu_memory_utilization`` and leaves it unset).
+    memory_bytes: int | None
 
     @property
     def capacity_tokens(self) -> int:
         return self.block_size * self.num_blocks
-
-
-def _label(text: str, name: str) -> str | None:
-    match = re.search(r"vllm:cache_config_info\{[^}]*\b" + name + r'="([^"]*)"', text)
-    return match.group(1) if match else None
-
-
-_KV_USAGE_RE = re.compile(r"^vllm:kv_cache_usage_perc\{[^}]*\} ([0-9.eE+-]+)$", re.MULTILINE)
 
 
 def _parse_chunk(data: str) -> dict[str, Any]:
@@ -227,19 +194,22 @@ class VLLMClient:
             raise LLMUnavailableError(f"vLLM metrics unavailable: {exc!r}") from exc
         return resp.text
 
+    async def metrics(self) -> VLLMMetrics:
+        """One reading of vLLM's ``/metrics``, parsed (``rag.vllm_metrics``)."""
+        return parse_vllm_metrics(await self.metrics_text())
+
     async def cache_config(self) -> CacheConfig:
-        """Block size, block count and memory of vLLM's KV cache (read once)."""
+        """Block size, block count and memory of vLLM's KV cache (read once).
+
+        Raises ``MissingMetricError`` without ``vllm:cache_config_info`` and
+        ``CacheCapacityUnknownError`` when vLLM does not report its block count.
+        """
         if self._cache_config is None:
-            text = await self.metrics_text()
-            block = _label(text, "block_size")
-            if block is None or not block.isdigit():
-                raise LLMUnavailableError("vLLM metrics do not report cache_config_info")
-            blocks = _label(text, "num_gpu_blocks") or "0"
-            memory = _label(text, "kv_cache_memory_bytes") or "0"
+            facts = (await self.metrics()).require_cache()
             self._cache_config = CacheConfig(
-                block_size=int(block),
-                num_blocks=int(blocks) if blocks.isdigit() else 0,
-                memory_bytes=int(memory) if memory.isdigit() else 0,
+                block_size=facts.block_size,
+                num_blocks=facts.require_blocks(),
+                memory_bytes=facts.kv_cache_memory_bytes,
             )
         return self._cache_config
 
@@ -247,9 +217,10 @@ class VLLMClient:
         return (await self.cache_config()).block_size
 
     async def kv_usage(self) -> float:
-        """Share of KV-cache blocks in use (0..1), summed over engines."""
-        values = [float(v) for v in _KV_USAGE_RE.findall(await self.metrics_text())]
-        return min(1.0, sum(values)) if values else 0.0
+        """Share of KV-cache blocks in use (0..1), summed over engines; 0 where vLLM
+        exports no usage gauge."""
+        usage = (await self.metrics()).kv_usage
+        return 0.0 if usage is None else usage
 
     async def reset_prefix_cache(self) -> None:
         """Empty vLLM's prefix cache (needs VLLM_SERVER_DEV_MODE=1 on the server)."""

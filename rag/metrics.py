@@ -83,6 +83,51 @@ class ServiceMetrics:
             "Time to find the entries a change affects",
             registry=r,
         )
+
+        # vLLM replicas behind the prefix-affinity router (rag/routing.py)
+        self.replica_cold_starts = Counter(
+            "warmrag_replica_cold_start",
+            "vLLM replicas seen coming up or back (their prefix cache starts empty)",
+            ["replica"],
+            registry=r,
+        )
+        self.replica_chats = Counter(
+            "warmrag_replica_chats",
+            "Chats by replica; hit: vLLM served some prompt tokens from its prefix cache",
+            ["replica", "hit"],
+            registry=r,
+        )
+        self.replica_prompt_tokens = Counter(
+            "warmrag_replica_prompt_tokens",
+            "Prompt tokens of chats, by replica",
+            ["replica"],
+            registry=r,
+        )
+        self.replica_cached_tokens = Counter(
+            "warmrag_replica_cached_tokens",
+            "Prompt tokens of chats served from the replica's prefix cache",
+            ["replica"],
+            registry=r,
+        )
+        self.replica_routes = Counter(
+            "warmrag_replica_routes",
+            "Chats and prefills routed, by replica and why (warm, cold, overflow, failover,"
+            " round_robin)",
+            ["replica", "route"],
+            registry=r,
+        )
+        self.replica_kv_usage = Gauge(
+            "warmrag_replica_kv_usage",
+            "Share of the replica's KV cache in use, at the last reading",
+            ["replica"],
+            registry=r,
+        )
+        self.replica_up = Gauge(
+            "warmrag_replica_up",
+            "1 while the replica is routed to, 0 while down",
+            ["replica"],
+            registry=r,
+        )
         self._chats = 0
         self._hits = 0
 

@@ -42,8 +42,9 @@ class FakeEngine:
 
     block_size: int = 4
     num_blocks: int = 256
-    #: What the cache "lives in": 4 GiB is the tier where warmup may use 30% of it.
-    memory_bytes: int = 4 * 1024**3
+    #: What the cache "lives in": 4 GiB is the tier where warmup may use 30% of it;
+    #: ``None`` is what GPU vLLM reports (nothing).
+    memory_bytes: int | None = 4 * 1024**3
     answer: str = "The answer is in the passages [1]."
     #: Raise ``LLMUnavailableError`` on every call (the server is down).
     down: bool = False
@@ -59,6 +60,8 @@ class FakeEngine:
     _blocks: OrderedDict[int, None] = field(default_factory=OrderedDict)
     #: Seconds each prefill takes (a long warmup cycle, to see what overtakes it).
     prefill_delay_s: float = 0.0
+    #: What ``kv_usage`` reports instead of the cached blocks' share (a loaded server).
+    kv_usage_override: float | None = None
 
     # ----- the cache model ----------------------------------------------------------
 
@@ -134,6 +137,8 @@ class FakeEngine:
 
     async def kv_usage(self) -> float:
         self._check_up()
+        if self.kv_usage_override is not None:
+            return self.kv_usage_override
         return len(self._blocks) / self.num_blocks
 
     async def is_healthy(self) -> bool:

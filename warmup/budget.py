@@ -2,8 +2,10 @@
 
 Seed 003's tiers, by the memory the KV cache lives in: under 4 GiB no warmup (the
 cache is needed for live requests), 4-16 GiB at most 30%, above 16 GiB at most 50%.
-On vLLM-CPU the KV-cache space plays the device's part. A single prefix may use at
-most a quarter of the context window.
+On vLLM-CPU the KV-cache space plays the device's part. GPU vLLM does not report its
+KV memory (it sizes the cache from ``gpu_memory_utilization``); there the 30% tier
+applies, and the budget's ``reason`` says so. A single prefix may use at most a
+quarter of the context window.
 """
 
 from __future__ import annotations
@@ -14,6 +16,10 @@ from rag.llm import CacheConfig
 from warmup.hits import full_blocks
 
 GIB = 1024**3
+#: The share where vLLM does not report its KV memory: the middle tier.
+UNREPORTED_MEMORY_SHARE = 0.3
+#: The setting that overrides the tiers, as a reason names it.
+SHARE_SETTING = "WARMRAG_WARMUP_BUDGET_SHARE"
 
 
 def tier_share(memory_bytes: int) -> float:
@@ -24,12 +30,33 @@ def tier_share(memory_bytes: int) -> float:
     return 0.5
 
 
+def _share_and_reason(cache: CacheConfig, share_override: float | None) -> tuple[float, str]:
+    """The share of the cache warmup may use, and why, in words for the log and API."""
+    capacity = f"{cache.capacity_tokens:,} tokens"
+    if share_override is not None:
+        return share_override, f"{SHARE_SETTING} sets {share_override:.0%} of {capacity}"
+    change = f"set {SHARE_SETTING} to change"
+    if cache.memory_bytes is None:
+        share = UNREPORTED_MEMORY_SHARE
+        return (
+            share,
+            f"vLLM does not report its KV memory (GPU); {share:.0%} of {capacity}; {change}",
+        )
+    share = tier_share(cache.memory_bytes)
+    memory = f"{cache.memory_bytes / GIB:.1f} GiB of KV memory"
+    if share == 0.0:
+        return share, f"{memory} is under 4 GiB: no warmup, live requests need it; {change}"
+    return share, f"{memory}: {share:.0%} of {capacity}; {change}"
+
+
 @dataclass(frozen=True)
 class WarmBudget:
     capacity_tokens: int
     share: float
     block_size: int
     per_entry_max_tokens: int
+    #: How the share was chosen (tier, unreported memory or the setting), in words.
+    reason: str = ""
 
     @property
     def max_tokens(self) -> int:
@@ -47,10 +74,11 @@ class WarmBudget:
     def from_cache(
         cls, cache: CacheConfig, context_window: int, share_override: float | None = None
     ) -> WarmBudget:
-        share = tier_share(cache.memory_bytes) if share_override is None else share_override
+        share, reason = _share_and_reason(cache, share_override)
         return cls(
             capacity_tokens=cache.capacity_tokens,
             share=share,
             block_size=cache.block_size,
             per_entry_max_tokens=context_window // 4,
+            reason=reason,
         )
