@@ -19,6 +19,7 @@ import anyio
 from qdrant_client import QdrantClient
 
 from api.config import Settings
+from api.replicas import ReplicaWatch, build_llm, probe_all
 from kg.extract import TripleExtractor
 from kg.store import KnowledgeGraph
 from kg.subgraph import SubgraphSelector
@@ -29,13 +30,15 @@ from rag.embedding import Embedder, shared_embedder
 from rag.graph_sync import GraphSync
 from rag.knowledge_base import KnowledgeBase
 from rag.knowledge_service import KnowledgeService
-from rag.llm import LLMEngine, VLLMClient
+from rag.llm import LLMEngine
 from rag.metrics import ServiceMetrics
 from rag.model import ensure_chat_model
 from rag.models import ChangeSet
 from rag.prompt import PromptBuilder
 from rag.retriever import Retriever
+from rag.routing import ReplicaPool
 from rag.sample import load_sample_documents
+from rag.vllm_probe import VLLMSetupError
 from rag.vllm_server import VLLMNotInstalledError, VLLMServer, require_vllm_cpu
 from rag.vllm_supervisor import VLLMSupervisor
 from warmup.scheduler import WarmupScheduler
@@ -46,7 +49,7 @@ from warmup.warmer import Warmer
 log = logging.getLogger(__name__)
 
 #: Start-up errors whose message is written for the operator (/ready shows it).
-_SAY_WHY: tuple[type[Exception], ...] = (VLLMNotInstalledError,)
+_SAY_WHY: tuple[type[Exception], ...] = (VLLMNotInstalledError, VLLMSetupError)
 
 
 class Phase(StrEnum):
@@ -129,8 +132,11 @@ class Runtime:
                 on_restarted=self._on_vllm_restarted,
                 backoff_max_s=s.vllm_restart_backoff_max_s,
             )
-        vllm_url = s.vllm_url or (self.vllm_server.url if self.vllm_server else "")
-        self.llm: LLMEngine = llm or VLLMClient(vllm_url, s.served_model_name, s.llm_timeout_s)
+        urls = s.vllm_urls or [self.vllm_server.url if self.vllm_server else ""]
+        self.llm: LLMEngine = llm or build_llm(s, urls)
+        self.pool = self.llm if isinstance(self.llm, ReplicaPool) else None
+        if self.pool is not None:
+            self.pool.use_metrics(self.metrics)
 
         self.engine = ChatEngine(
             self.retriever,
@@ -147,8 +153,14 @@ class Runtime:
         if s.warmup.enabled:
             self.warmup = self._build_warmup()
             self.engine.observer = self.warmup
+        self.replica_watch: ReplicaWatch | None = None
+        if self.pool is not None:
+            self.replica_watch = ReplicaWatch(
+                self.pool, self.warmup, interval_s=s.replica_health_interval_s
+            )
         self._startup: asyncio.Task[None] | None = None
         self._supervision: asyncio.Task[None] | None = None
+        self._watching: asyncio.Task[None] | None = None
 
     def _build_warmup(self) -> WarmupService:
         s = self.settings
@@ -246,9 +258,17 @@ class Runtime:
                 change = await self.knowledge.ingest(load_sample_documents())
                 log.info("seeded the sample knowledge base: %d documents", len(change.added))
             self.phase = Phase.WARMING_UP
-            # Tokenizer and one short forward pass: the first real request should
-            # not pay for lazy initialisation.
-            await self.llm.prefill(self.builder.prefix([]).messages)
+            # Prefix caching and cached-token counts on, or /ready says which flag is
+            # missing; the probe also loads the tokenizer and runs a forward pass.
+            for result in await probe_all(self.llm):
+                log.info(
+                    "vLLM %s caches prefixes (%d of %d tokens)",
+                    result.server,
+                    result.cached_tokens,
+                    result.prompt_tokens,
+                )
+            if self.replica_watch is not None:
+                self.replica_watch.restore_placements()
             if self.warmup is not None:
                 await self.warmup.start()  # budget, then the hottest persisted entries
                 await self.warmup.flush()  # e.g. the sample KB just seeded
@@ -263,6 +283,10 @@ class Runtime:
             if self.supervisor is not None:
                 self._supervision = asyncio.create_task(
                     self.supervisor.run(), name="warmrag-vllm-supervisor"
+                )
+            if self.replica_watch is not None:
+                self._watching = asyncio.create_task(
+                    self.replica_watch.run(), name="warmrag-replica-watch"
                 )
             self.phase = Phase.READY
             log.info("warmrag is ready")
@@ -317,7 +341,7 @@ class Runtime:
         self.phase = Phase.READY
 
     async def stop(self) -> None:
-        for task in (self._startup, self._supervision):
+        for task in (self._startup, self._supervision, self._watching):
             if task is not None and not task.done():
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):

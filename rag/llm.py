@@ -30,6 +30,9 @@ class Usage:
     #: The replica that served the request, where a pool of vLLM servers chose one
     #: (``rag.routing.ReplicaPool`` fills it in; one server leaves it ``None``).
     replica: str | None = None
+    #: Whether vLLM sent ``prompt_tokens_details`` at all (off without
+    #: ``--enable-prompt-tokens-details``: then ``cached_tokens`` says nothing).
+    cached_reported: bool = True
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,8 @@ class CacheConfig:
     #: The memory the cache lives in; ``None`` where vLLM does not report it (GPU
     #: vLLM sizes the cache from ``gpu_memory_utilization`` and leaves it unset).
     memory_bytes: int | None
+    #: ``enable_prefix_caching`` as the server reports it (None: not reported).
+    prefix_caching: bool | None = None
 
     @property
     def capacity_tokens(self) -> int:
@@ -67,11 +72,13 @@ def _parse_chunk(data: str) -> dict[str, Any]:
 
 def _usage(raw: dict[str, Any] | None) -> Usage:
     raw = raw or {}
-    details = raw.get("prompt_tokens_details") or {}
+    details = raw.get("prompt_tokens_details")
+    reported = isinstance(details, dict) and "cached_tokens" in details
     return Usage(
         prompt_tokens=int(raw.get("prompt_tokens") or 0),
         completion_tokens=int(raw.get("completion_tokens") or 0),
-        cached_tokens=int(details.get("cached_tokens") or 0),
+        cached_tokens=int(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0,
+        cached_reported=reported,
     )
 
 
@@ -210,6 +217,7 @@ class VLLMClient:
                 block_size=facts.block_size,
                 num_blocks=facts.require_blocks(),
                 memory_bytes=facts.kv_cache_memory_bytes,
+                prefix_caching=facts.enable_prefix_caching,
             )
         return self._cache_config
 
@@ -217,7 +225,7 @@ class VLLMClient:
         return (await self.cache_config()).block_size
 
     async def kv_usage(self) -> float:
-        """Share of KV-cache blocks in use (0..1), summed over engines; 0 where vLLM
+        """Share of KV-cache blocks in use (0..1), the mean over engines; 0 where vLLM
         exports no usage gauge."""
         usage = (await self.metrics()).kv_usage
         return 0.0 if usage is None else usage

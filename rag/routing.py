@@ -267,7 +267,9 @@ class ReplicaPool:
                 f"vLLM replicas use different KV block sizes ({listed}); start them alike"
             )
         memories = [c.memory_bytes for c in configs.values()]
+        caching = {c.prefix_caching for c in configs.values()}
         return CacheConfig(
+            prefix_caching=False if False in caching else (True if caching == {True} else None),
             block_size=next(iter(sizes.values())),
             num_blocks=sum(c.num_blocks for c in configs.values()),
             memory_bytes=None if None in memories else min(m for m in memories if m is not None),
@@ -379,6 +381,10 @@ class ReplicaPool:
             self._set_up(replica.name, up)
         transitions, self._pending = tuple(self._pending), []
         return HealthReport(transitions, self.router.snapshot())
+
+    def use_metrics(self, metrics: ServiceMetrics) -> None:
+        """Report to this service's metrics (the composition root wires it)."""
+        self._metrics = _PoolMetrics(metrics, self.router.names)
 
     def snapshot(self) -> PoolSnapshot:
         return PoolSnapshot(self.router.policy, self.router.snapshot(), len(self.router.affinity))

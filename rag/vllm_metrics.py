@@ -90,7 +90,7 @@ class VLLMMetrics:
 
     #: ``None`` when vLLM exports no ``vllm:cache_config_info``.
     cache: CacheFacts | None
-    #: Share of KV blocks in use, summed over engines and clamped to 0..1;
+    #: Share of KV blocks in use, the mean over engines, in 0..1;
     #: ``None`` when no usage gauge is exported.
     kv_usage: float | None
 
@@ -158,5 +158,7 @@ def _bool_label(labels: dict[str, str], name: str) -> bool | None:
 
 
 def _usage(samples: list[Sample]) -> float:
-    total = sum(s.value for s in samples if math.isfinite(s.value))
-    return min(1.0, max(0.0, total))
+    """The mean over engines: with data parallelism each engine reports the share of
+    its own blocks, while ``num_gpu_blocks`` is already their total."""
+    values = [s.value for s in samples if math.isfinite(s.value)]
+    return min(1.0, max(0.0, sum(values) / len(values))) if values else 0.0

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from rag.llm import (
     CacheConfig,
@@ -58,6 +58,10 @@ class FakeEngine:
     chats: list[list[str]] = field(default_factory=list)
     release: asyncio.Event = field(default_factory=asyncio.Event)
     _blocks: OrderedDict[int, None] = field(default_factory=OrderedDict)
+    #: Without prefix caching nothing is ever reused (the upstream image's default).
+    prefix_caching: bool = True
+    #: Without --enable-prompt-tokens-details usage carries no cached-token count.
+    reports_cached_tokens: bool = True
     #: Seconds each prefill takes (a long warmup cycle, to see what overtakes it).
     prefill_delay_s: float = 0.0
     #: What ``kv_usage`` reports instead of the cached blocks' share (a loaded server).
@@ -77,7 +81,7 @@ class FakeEngine:
         hashes = self._block_hashes(tokens)
         cached = 0
         for h in hashes:
-            if h not in self._blocks:
+            if h not in self._blocks or not self.prefix_caching:
                 break
             cached += 1
         for h in hashes:
@@ -85,6 +89,8 @@ class FakeEngine:
             self._blocks.move_to_end(h)
         while len(self._blocks) > self.num_blocks:
             self._blocks.popitem(last=False)
+        if not self.reports_cached_tokens:
+            return Usage(prompt_tokens=len(tokens), cached_reported=False)
         return Usage(prompt_tokens=len(tokens), cached_tokens=cached * self.block_size)
 
     def evict_all(self) -> None:
@@ -118,7 +124,7 @@ class FakeEngine:
                 raise LLMUnavailableError("vLLM's stream ended before [DONE]")
             yield TextDelta(word if i == 0 else " " + word)
             await asyncio.sleep(0)
-        yield Usage(usage.prompt_tokens, len(words), usage.cached_tokens)
+        yield replace(usage, completion_tokens=len(words))
 
     async def prefill(self, messages: Sequence[Message]) -> Usage:
         self._check_up()
@@ -133,6 +139,7 @@ class FakeEngine:
             block_size=self.block_size,
             num_blocks=self.num_blocks,
             memory_bytes=self.memory_bytes,
+            prefix_caching=self.prefix_caching,
         )
 
     async def kv_usage(self) -> float:

@@ -59,6 +59,7 @@ class RewarmReason(StrEnum):
     HOT = "hot"
     KB_CHANGE = "kb_change"
     EVICTED = "evicted"
+    FAILOVER = "failover"  # its vLLM replica went down: warmed on the next one
     STARTUP = "startup"
     EXPIRED_HOT = "expired_hot"
     SYNTHETIC = "synthetic"
@@ -94,3 +95,6 @@ class WarmEntry(BaseModel):
     hits: int = 0
     last_hit: float | None = None
     queries: list[str] = Field(default_factory=list)
+    replica: str | None = Field(
+        None, description="The vLLM replica that holds it (None: a single vLLM server)."
+    )

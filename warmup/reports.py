@@ -28,6 +28,7 @@ class CycleKind(StrEnum):
     RESTORE = "restore"  # start-up: the hottest persisted entries, before /ready
     RESTORE_BACKGROUND = "restore_background"  # start-up: the rest of the budget, after
     EVICTED = "evicted"  # chats found a registered prefix evicted from vLLM's cache
+    FAILOVER = "failover"  # a vLLM replica went down: its entries warmed on the next one
     SEED = "seed"  # seed queries an operator added
     KB_CHANGE = "kb_change"  # detection after knowledge-base changes, and its re-warms
     RECHECK = "recheck"  # the scheduled re-run of every entry's retrieval

@@ -5,6 +5,8 @@
   (``restore_max_entries``), the rest that fit follow in the background; those over
   budget are retired.
 - Eviction: a chat on a registered prefix found its blocks gone; prefill it again.
+- Failover: the vLLM replica that held entries went down; prefill them again (the
+  router sends each to its next replica).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ class Restorer:
     restore_max_entries: int
     clock: Callable[[], float]
     started_at: float = field(default=0.0, init=False)
-    _evicted: set[str] = field(default_factory=set, init=False)
+    _evicted: dict[str, RewarmReason] = field(default_factory=dict, init=False)
 
     async def restore(self, report: CycleReport) -> list[str]:
         """Prefill the hottest entries within budget, in progressive steps; retire those
@@ -83,13 +85,15 @@ class Restorer:
                 report.stopped_by_kv_usage = True
                 break
 
-    def mark_evicted(self, fingerprint: str) -> None:
-        self._evicted.add(fingerprint)
+    def mark_evicted(self, fingerprint: str, reason: RewarmReason = RewarmReason.EVICTED) -> None:
+        self._evicted.setdefault(fingerprint, reason)
 
     async def rewarm_evicted(self, report: CycleReport) -> None:
+        """Warm every marked entry again, hottest first."""
         while self._evicted:
-            fingerprint = min(self._evicted)
-            self._evicted.discard(fingerprint)
+            now = self.clock()
+            fingerprint = next(iter(self.heat.hottest_first(list(self._evicted), now)))
+            reason = self._evicted.pop(fingerprint)
             await self.queue.checkpoint()
             if (entry := self.registry.entry(fingerprint)) is not None:
-                await self.warmer.rewarm(entry, RewarmReason.EVICTED, report)
+                await self.warmer.rewarm(entry, reason, report)

@@ -256,6 +256,21 @@ class WarmupService:
         self.metrics.record_chat(hit)
         return hit
 
+    def replica_down(self, replica: str) -> int:
+        """The vLLM replica ``replica`` stopped answering: warm its entries again, hottest
+        first (the router sends each to its next replica). Returns how many."""
+        moved = [e.fingerprint for e in self.registry.entries() if e.replica == replica]
+        for fingerprint in moved:
+            self.restorer.mark_evicted(fingerprint, RewarmReason.FAILOVER)
+        if moved:
+            self._spawn(Priority.URGENT, CycleKind.FAILOVER, self.restorer.rewarm_evicted)
+        return len(moved)
+
+    def placements(self) -> list[tuple[str, str]]:
+        """(fingerprint, replica) of every entry a replica holds: the router's memory
+        after a restart of this process (the replicas kept their caches)."""
+        return [(e.fingerprint, e.replica) for e in self.registry.entries() if e.replica]
+
     async def rewarm_evicted(self) -> CycleReport:
         return await self._job(Priority.URGENT, CycleKind.EVICTED, self.restorer.rewarm_evicted)
 

@@ -126,6 +126,7 @@ class EntryWarmer:
             expires_at=now + self.ttl_s,
             hits=old.hits if old else 0,
             last_hit=old.last_hit if old else None,
+            replica=usage.replica,
         )
         self.registry.put_entry(entry)
         self._count(usage, reason, report)
@@ -140,7 +141,13 @@ class EntryWarmer:
         if (current := self.registry.entry(entry.fingerprint)) is not None:
             now = self.clock()
             self.registry.put_entry(
-                current.model_copy(update={"warmed_at": now, "expires_at": now + self.ttl_s})
+                current.model_copy(
+                    update={
+                        "warmed_at": now,
+                        "expires_at": now + self.ttl_s,
+                        "replica": usage.replica,
+                    }
+                )
             )
         self._count(usage, reason, report)
 

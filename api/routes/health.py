@@ -34,6 +34,11 @@ async def ready(runtime: RuntimeDep) -> JSONResponse:
             body.detail = "vLLM is not answering"
     kb = runtime.kb
     body.extra = {"kb_version": kb.version, "documents": len(kb.document_ids())}
+    if runtime.pool is not None:
+        body.extra["replicas"] = [
+            {"name": r.name, "up": r.up, "kv_usage": r.kv_usage, "weight": r.weight}
+            for r in runtime.pool.snapshot().replicas
+        ]
     if runtime.settings.qdrant_is_remote:
         body.extra["qdrant"] = {"shared": True, "writer": kb.writable}
     if runtime.cpu_plan is not None:

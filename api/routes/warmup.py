@@ -35,6 +35,7 @@ class BudgetOut(BaseModel):
     block_size: int
     per_entry_max_tokens: int
     max_tokens: int
+    reason: str = Field("", description="Why this share: the KV memory tier, or a setting.")
 
 
 class JobOut(BaseModel):

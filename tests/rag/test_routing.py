@@ -196,11 +196,11 @@ def test_cache_config_is_aggregated() -> None:
     async def scenario() -> None:
         a, b = FakeEngine(num_blocks=100), FakeEngine(num_blocks=200, memory_bytes=8 * GIB)
         pool, _ = pool_of(2, a, b)
-        assert await pool.cache_config() == CacheConfig(4, 300, 4 * GIB)
+        assert await pool.cache_config() == CacheConfig(4, 300, 4 * GIB, True)
         b.memory_bytes = None  # a GPU replica
-        assert await pool.cache_config() == CacheConfig(4, 300, None)
+        assert await pool.cache_config() == CacheConfig(4, 300, None, True)
         b.down = True  # left out while unreachable
-        assert await pool.cache_config() == CacheConfig(4, 100, 4 * GIB)
+        assert await pool.cache_config() == CacheConfig(4, 100, 4 * GIB, True)
         single, _ = pool_of(1, a)
         assert await single.cache_config() == await a.cache_config()
         mixed, _ = pool_of(2, FakeEngine(block_size=16), FakeEngine(block_size=32))

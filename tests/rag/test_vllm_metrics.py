@@ -54,13 +54,15 @@ def test_the_fake_servers_text_without_type_lines() -> None:
     assert metrics.kv_usage == pytest.approx(0.01)
 
 
-def test_usage_is_summed_over_engines_and_clamped() -> None:
+def test_usage_is_the_mean_over_engines() -> None:
+    """Each data-parallel engine reports the share of its own blocks."""
     lines = "".join(
         f'vllm:kv_cache_usage_perc{{engine="{i}",model_name="m"}} {v}\n'
         for i, v in enumerate((0.25, 0.5))
     )
-    assert parse_vllm_metrics(lines).kv_usage == pytest.approx(0.75)
-    assert parse_vllm_metrics(lines + lines).kv_usage == 1.0
+    assert parse_vllm_metrics(lines).kv_usage == pytest.approx(0.375)
+    over = 'vllm:kv_cache_usage_perc{engine="0",model_name="m"} 1.5\n'
+    assert parse_vllm_metrics(over).kv_usage == 1.0
 
 
 def test_the_older_usage_gauge_is_read_only_where_the_new_one_is_absent() -> None:
@@ -127,8 +129,8 @@ def test_the_client_reads_both_texts() -> None:
         gpu = client_reading(text("vllm_metrics_gpu.txt"))
         empty = client_reading("")
         try:
-            assert await cpu.cache_config() == CacheConfig(128, 1456, 4 * GIB)
-            assert await gpu.cache_config() == CacheConfig(16, 28_455, None)
+            assert await cpu.cache_config() == CacheConfig(128, 1456, 4 * GIB, True)
+            assert await gpu.cache_config() == CacheConfig(16, 28_455, None, True)
             assert await gpu.kv_usage() == pytest.approx(0.2184)
             assert await empty.kv_usage() == 0.0  # no gauge: nothing known in use
             with pytest.raises(MissingMetricError):
