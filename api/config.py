@@ -12,6 +12,7 @@ from limits import parse_many
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from rag.placement import RoutingPolicy
 from warmup.settings import WarmupSettings
 
 _WARMUP = "warmup_"
@@ -89,6 +90,11 @@ class Settings(BaseSettings):
     )
     vllm_extra_args: str = Field(
         "", description="More flags for the vLLM child, shell-quoted (e.g. '--max-num-seqs 8')."
+    )
+    router_policy: RoutingPolicy = Field(
+        RoutingPolicy.AFFINITY,
+        description="affinity: each prefix to the replica that holds it; round_robin: "
+        "what a plain load balancer does (a baseline).",
     )
     router_burst_headroom: float = Field(
         0.10,

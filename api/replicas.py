@@ -36,7 +36,9 @@ def build_llm(settings: Settings, urls: list[str]) -> LLMEngine:
     if len(clients) == 1:
         return clients[0]
     replicas = [Replica(replica_name(u), c) for u, c in zip(urls, clients, strict=True)]
-    return ReplicaPool(replicas, burst_headroom=settings.router_burst_headroom)
+    return ReplicaPool(
+        replicas, policy=settings.router_policy, burst_headroom=settings.router_burst_headroom
+    )
 
 
 async def probe_all(llm: LLMEngine) -> list[ProbeResult]:

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import httpx
@@ -74,6 +74,7 @@ class VLLMServer:
         log_max_bytes: int = 10 * 1024 * 1024,
         log_backups: int = 3,
         extra_args: Sequence[str] = (),
+        extra_env: Mapping[str, str] | None = None,
     ) -> None:
         self.model_dir = model_dir
         self.served_model_name = served_model_name
@@ -87,6 +88,7 @@ class VLLMServer:
         self.prefix_caching = prefix_caching
         self.dtype = dtype
         self.extra_args = list(extra_args)
+        self.extra_env = dict(extra_env or {})
         self._proc: subprocess.Popen[bytes] | None = None
         self._log_file: Path = work_dir / "vllm.log"
         self._log_max_bytes = log_max_bytes
@@ -139,6 +141,7 @@ class VLLMServer:
         if self.dev_mode:
             # Mounts POST /reset_prefix_cache, which benchmarks use for cold runs.
             env["VLLM_SERVER_DEV_MODE"] = "1"
+        env.update(self.extra_env)
         return env
 
     def start(self) -> None:
