@@ -174,7 +174,7 @@ class Settings(BaseSettings):
         rest["warmup"] = {**nested, **flat}
         return rest
 
-    @field_validator("admin_token", mode="after")
+    @field_validator("admin_token", "qdrant_api_key", mode="after")
     @classmethod
     def _blank_token_is_unset(cls, token: SecretStr | None) -> SecretStr | None:
         if token is None or not token.get_secret_value().strip():
