@@ -16,7 +16,6 @@ removes only this instance's own half-finished writes: see ``rag.collection``.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import threading
 import warnings
@@ -26,13 +25,11 @@ from typing import Any
 
 import numpy as np
 from llama_index.core.schema import BaseNode, MetadataMode
-from llama_index.core.storage.docstore import SimpleDocumentStore
 from llama_index.core.vector_stores.types import VectorStoreQuery
-from llama_index.core.vector_stores.utils import metadata_dict_to_node
 from llama_index.vector_stores.qdrant import QdrantVectorStore
 from qdrant_client import QdrantClient
 
-from kg.persist import atomic_write, remove_stale_temps
+from kg.persist import remove_stale_temps
 from rag import collection as shared_points
 from rag.collection import CollectionScan, SharedCollection
 from rag.embedding import Embedder
@@ -44,6 +41,7 @@ from rag.ingest import (
     document_hash,
     to_llama_document,
 )
+from rag.kb_state import KBState
 from rag.models import ChangeSet, ChunkRecord, DocumentIn, Passage
 from rag.shared_writer import SharedWriter
 
@@ -94,8 +92,7 @@ class KnowledgeBase:
         self._pipeline = build_pipeline(embedder, chunk_tokens, chunk_overlap_tokens)
         self._lock = threading.RLock()  # readers and the short commit sections
         self._writer = threading.Lock()  # one write at a time, for its whole length
-        self._docstore, self._version = SimpleDocumentStore(), 0
-        self._triples: dict[str, list[list[str]]] = {}
+        self._state = KBState()
         self._needs_reconcile = False
         self._shared_config = shared
         self._shared: SharedWriter | None = None
@@ -112,7 +109,7 @@ class KnowledgeBase:
             source = self._client_source
             self._client = source if isinstance(source, QdrantClient) else source()
             self._vectors = QdrantVectorStore(collection_name=self._collection, client=self._client)
-            self._docstore, self._version, self._triples = self._load_state()
+            self._state = KBState.load(self._state_path)
             if self._shared_config is not None:
                 self._shared = SharedWriter(
                     self._client, self._collection, self._shared_config, self._dir
@@ -122,20 +119,11 @@ class KnowledgeBase:
 
     def _adopt(self, found: CollectionScan) -> None:
         """Make the docstore say what the collection's committed points say."""
-        before = {d: self._docstore.get_document_hash(d) for d in self.document_ids()}
-        docstore = SimpleDocumentStore()
-        triples: dict[str, list[list[str]]] = {}
-        for doc_id, version in found.current.items():
-            nodes = [metadata_dict_to_node(p) for p in version.payloads]
-            docstore.add_documents(nodes, store_text=True)
-            docstore.set_document_hash(doc_id, version.doc_hash)
-            if version.triples:
-                triples[doc_id] = version.triples
-        self._docstore, self._triples = docstore, triples
-        after = {d: v.doc_hash for d, v in found.current.items()}
-        if after != before:
-            self._version += 1
-            log.info("knowledge base read from the collection: %d documents", len(after))
+        before = self._state.hashes()
+        self._state = KBState.from_scan(found, self._state.version)
+        if self._state.hashes() != before:
+            self._state.version += 1
+            log.info("knowledge base read from the collection: %d documents", len(found.current))
             if self.writable:
                 self._save_state()
 
@@ -179,25 +167,12 @@ class KnowledgeBase:
 
     # ----- state --------------------------------------------------------------
 
-    def _load_state(self) -> tuple[SimpleDocumentStore, int, dict[str, list[list[str]]]]:
-        if not self._state_path.exists():
-            return SimpleDocumentStore(), 0, {}
-        state = json.loads(self._state_path.read_text(encoding="utf-8"))
-        docstore = SimpleDocumentStore.from_dict(state["docstore"])
-        return docstore, int(state["kb_version"]), dict(state.get("triples", {}))
-
     def _save_state(self) -> None:
-        state = {
-            "kb_version": self._version,
-            "docstore": self._docstore.to_dict(),
-            "triples": self._triples,  # what callers supplied; the graph is derived from it
-        }
-        data = json.dumps(state).encode()
-        atomic_write(self._state_path, lambda fh: fh.write(data))
+        self._state.save(self._state_path)
 
     @property
     def version(self) -> int:
-        return self._version
+        return self._state.version
 
     @property
     def embedder(self) -> Embedder:
@@ -205,25 +180,25 @@ class KnowledgeBase:
 
     def document_ids(self) -> list[str]:
         with self._lock:
-            return sorted(self._docstore.get_all_ref_doc_info() or {})
+            return sorted(self._state.docstore.get_all_ref_doc_info() or {})
 
     def document_hash(self, doc_id: str) -> str | None:
         with self._lock:
-            return self._docstore.get_document_hash(doc_id)
+            return self._state.docstore.get_document_hash(doc_id)
 
     def supplied_triples(self, doc_id: str) -> list[list[str]]:
         with self._lock:
-            return list(self._triples.get(doc_id, []))
+            return list(self._state.triples.get(doc_id, []))
 
     def chunk_ids(self, doc_id: str) -> list[str]:
         with self._lock:
-            info = self._docstore.get_ref_doc_info(doc_id)
+            info = self._state.docstore.get_ref_doc_info(doc_id)
             return list(info.node_ids) if info else []
 
     def chunk_texts(self, doc_id: str) -> list[tuple[str, str]]:
         """(chunk_id, text) of a document's chunks, in document order."""
         with self._lock:
-            nodes = self._docstore.get_nodes(self.chunk_ids(doc_id), raise_error=False)
+            nodes = self._state.docstore.get_nodes(self.chunk_ids(doc_id), raise_error=False)
         nodes.sort(key=lambda n: n.metadata.get(CHUNK_INDEX_KEY, 0))
         return [(n.node_id, n.get_content(metadata_mode=MetadataMode.NONE)) for n in nodes]
 
@@ -249,7 +224,7 @@ class KnowledgeBase:
             with self._lock:
                 for doc in documents:
                     digest = document_hash(doc)
-                    previous = self._docstore.get_document_hash(doc.id)
+                    previous = self._state.docstore.get_document_hash(doc.id)
                     if previous == digest:
                         unchanged.append(doc.id)
                         continue
@@ -257,7 +232,7 @@ class KnowledgeBase:
                     todo.append(to_llama_document(doc, digest))
                     triples[doc.id] = doc.triples
                 if not todo:
-                    return ChangeSet(unchanged=unchanged, kb_version=self._version)
+                    return ChangeSet(unchanged=unchanged, kb_version=self._state.version)
                 old_chunks = [c for doc_id in updated for c in self.chunk_ids(doc_id)]
 
             nodes = list(self._pipeline.run(documents=todo))
@@ -286,7 +261,7 @@ class KnowledgeBase:
                     for n in nodes
                 ],
                 removed_chunk_ids=stale,
-                kb_version=self._version,
+                kb_version=self._state.version,
             )
 
     def _commit(
@@ -299,19 +274,19 @@ class KnowledgeBase:
             self._shared.commit([n.node_id for n in nodes])
             checkpoint("ingest.points_committed")
         for doc in docs:
-            self._docstore.delete_ref_doc(doc.id_, raise_error=False)
-            self._docstore.set_document_hash(doc.id_, doc.metadata[DOC_HASH_KEY])
+            self._state.docstore.delete_ref_doc(doc.id_, raise_error=False)
+            self._state.docstore.set_document_hash(doc.id_, doc.metadata[DOC_HASH_KEY])
         # Vectors live in Qdrant; a copy in the docstore would make every save
         # serialize them all again (the whole file is rewritten on each write).
-        self._docstore.add_documents(
+        self._state.docstore.add_documents(
             [n.model_copy(update={"embedding": None}) for n in nodes], store_text=True
         )
         for doc_id, doc_triples in triples.items():
             if doc_triples:
-                self._triples[doc_id] = doc_triples
+                self._state.triples[doc_id] = doc_triples
             else:
-                self._triples.pop(doc_id, None)
-        self._version += 1
+                self._state.triples.pop(doc_id, None)
+        self._state.version += 1
         self._save_state()
 
     def _rollback(self) -> None:
@@ -323,7 +298,7 @@ class KnowledgeBase:
             if self._shared is not None:  # the points are the truth: read them again
                 self._adopt(self._shared.scan())
             else:
-                self._docstore, self._version, self._triples = self._load_state()
+                self._state = KBState.load(self._state_path)
             self.reconcile()
         except Exception:
             log.exception("rollback: orphaned chunks stay hidden until the next reconcile")
@@ -358,7 +333,7 @@ class KnowledgeBase:
     def delete(self, doc_id: str) -> ChangeSet:
         with self._writer, self._lock:
             self._require_writer()
-            if self._docstore.get_document_hash(doc_id) is None:
+            if self._state.docstore.get_document_hash(doc_id) is None:
                 raise DocumentNotFoundError(doc_id)
             chunks = self.chunk_ids(doc_id)
             if self._shared is not None:
@@ -366,11 +341,11 @@ class KnowledgeBase:
                 self._shared.delete_document(doc_id)
                 checkpoint("delete.points_removed")
             try:
-                self._docstore.delete_ref_doc(doc_id, raise_error=False)
-                self._docstore.delete_document(doc_id, raise_error=False)
-                self._drop_hash(doc_id)
-                self._triples.pop(doc_id, None)
-                self._version += 1
+                self._state.docstore.delete_ref_doc(doc_id, raise_error=False)
+                self._state.docstore.delete_document(doc_id, raise_error=False)
+                self._state.drop_hash(doc_id)
+                self._state.triples.pop(doc_id, None)
+                self._state.version += 1
                 self._save_state()
             except BaseException:
                 self._rollback()
@@ -378,13 +353,9 @@ class KnowledgeBase:
             checkpoint("delete.committed")
             self._remove_chunks(chunks)
             checkpoint("delete.chunks_removed")
-            return ChangeSet(deleted=[doc_id], removed_chunk_ids=chunks, kb_version=self._version)
-
-    def _drop_hash(self, doc_id: str) -> None:
-        # SimpleDocumentStore has no public "forget this hash"; an absent hash is
-        # how upsert recognises a new document.
-        kv = self._docstore._kvstore
-        kv.delete(doc_id, collection=self._docstore._metadata_collection)
+            return ChangeSet(
+                deleted=[doc_id], removed_chunk_ids=chunks, kb_version=self._state.version
+            )
 
     def reconcile(self) -> int:
         """Delete chunks that no committed document version owns; return how many.
@@ -408,7 +379,7 @@ class KnowledgeBase:
                 )
                 for p in points:
                     payload = p.payload or {}
-                    current = self._docstore.get_document_hash(str(payload.get("doc_id")))
+                    current = self._state.docstore.get_document_hash(str(payload.get("doc_id")))
                     if current is None or current != payload.get(DOC_HASH_KEY):
                         stale.append(p.id)
                 if offset is None:
@@ -443,7 +414,7 @@ class KnowledgeBase:
             # trusts the committed points for documents written since.
             trust_points = not self.writable
             current = {
-                d: self._docstore.get_document_hash(d)
+                d: self._state.docstore.get_document_hash(d)
                 for d in {n.ref_doc_id or "" for n in result.nodes or []}
             }
         passages = []
