@@ -168,7 +168,14 @@ class KnowledgeBase:
     # ----- state --------------------------------------------------------------
 
     def _save_state(self) -> None:
-        self._state.save(self._state_path)
+        """Embedded: the commit point. Shared: a cache of what the committed points say,
+        so a failure to write it fails nothing (the next start rebuilds it)."""
+        try:
+            self._state.save(self._state_path)
+        except OSError:
+            if self._shared is None:
+                raise
+            log.warning("could not cache the docstore in %s; the collection has it", self._dir)
 
     @property
     def version(self) -> int:

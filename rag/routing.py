@@ -342,7 +342,8 @@ class ReplicaPool:
             return
         self._pending.append(transition)
         self._metrics.transition(transition)
-        log.warning("vLLM replica %s %s", name, transition.kind.value.replace("_", " "))
+        level = logging.WARNING if transition.kind is TransitionKind.WENT_DOWN else logging.INFO
+        log.log(level, "vLLM replica %s %s", name, transition.kind.value.replace("_", " "))
         for listener in (
             self._on_down if transition.kind is TransitionKind.WENT_DOWN else self._on_up
         ):

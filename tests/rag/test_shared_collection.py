@@ -233,3 +233,23 @@ def test_of_two_instances_racing_for_a_lapsed_lease_exactly_one_wins(
     after_b = b._write_if(seen, clock[0] + 60)
     assert after_a is not None and after_b is not None
     assert after_a.holder == after_b.holder == "a"
+
+
+def test_on_a_server_a_full_data_folder_fails_no_write(
+    instance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Injected: the local docstore file cannot be written (ENOSPC). On a server it is
+    only a cache: the write commits in the collection, and a new folder sees it."""
+    import errno
+
+    import rag.kb_state
+
+    def full(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    kb = instance("me")
+    monkeypatch.setattr(rag.kb_state, "atomic_write", full)
+    assert kb.upsert([CURIE]).added == ["curie"]
+    monkeypatch.undo()
+    kb.release_writer()
+    assert instance("other", folder="elsewhere").document_ids() == ["curie"]
