@@ -105,6 +105,12 @@ class Settings(BaseSettings):
     replica_health_interval_s: float = Field(
         5.0, gt=0, description="How often each vLLM replica's /health is polled."
     )
+    replica_down_after_checks: int = Field(
+        3,
+        ge=1,
+        description="Failed health checks in a row that mark a replica down (a request "
+        "that cannot reach it marks it down at once).",
+    )
     served_model_name: str = "SmolLM2-135M-Instruct"
     model_dir: Path | None = Field(None, description="HF model folder; default data_dir/models/...")
     vllm_port: int = Field(8001, ge=1, le=65535)

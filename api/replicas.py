@@ -37,7 +37,10 @@ def build_llm(settings: Settings, urls: list[str]) -> LLMEngine:
         return clients[0]
     replicas = [Replica(replica_name(u), c) for u, c in zip(urls, clients, strict=True)]
     return ReplicaPool(
-        replicas, policy=settings.router_policy, burst_headroom=settings.router_burst_headroom
+        replicas,
+        policy=settings.router_policy,
+        burst_headroom=settings.router_burst_headroom,
+        down_after_checks=settings.replica_down_after_checks,
     )
 
 

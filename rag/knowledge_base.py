@@ -418,7 +418,7 @@ class KnowledgeBase:
                 **extra,
             )
             # A reader without the lease knows only what was there at its start: it
-            # trusts the committed points for documents written since.
+            # trusts the committed points (Qdrant filtered out unfinished writes).
             trust_points = not self.writable
             current = {
                 d: self._state.docstore.get_document_hash(d)
@@ -429,7 +429,7 @@ class KnowledgeBase:
             doc_id = node.ref_doc_id or ""
             known = current.get(doc_id)
             stale = known is None or known != node.metadata.get(DOC_HASH_KEY)
-            if stale and not (trust_points and known is None):
+            if stale and not trust_points:
                 continue
             text = node.get_content(metadata_mode=MetadataMode.NONE)
             passages.append(

@@ -142,8 +142,11 @@ class ReplicaPool:
         usage_step: float = 0.05,
         affinity_max_entries: int = 100_000,
         metrics: ServiceMetrics | None = None,
+        down_after_checks: int = 3,
     ) -> None:
+        """``down_after_checks``: failed health checks in a row that mark a replica down."""
         self.replicas = tuple(replicas)
+        self.down_after_checks = down_after_checks
         self.router = PrefixRouter(
             [r.name for r in self.replicas],
             policy=policy,
@@ -154,6 +157,7 @@ class ReplicaPool:
         self._engines = {r.name: r.engine for r in self.replicas}
         self._metrics = _PoolMetrics(metrics, self.router.names)
         self._pending: list[Transition] = []
+        self._failed_checks = {r.name: 0 for r in self.replicas}
         self._on_down: list[Listener] = []
         self._on_up: list[Listener] = []
 
@@ -379,7 +383,13 @@ class ReplicaPool:
         for replica, (up, usage) in zip(self.replicas, probes, strict=True):
             if usage is not None:
                 self._record_usage(replica.name, usage)
-            self._set_up(replica.name, up)
+            # One slow /health is not a dead replica: vLLM answers it late while its
+            # one CPU core runs a long prefill (seen on vLLM-CPU). A request that
+            # fails to connect marks it down at once (``_failover``).
+            failed = 0 if up else self._failed_checks[replica.name] + 1
+            self._failed_checks[replica.name] = failed
+            if up or failed >= self.down_after_checks:
+                self._set_up(replica.name, up)
         transitions, self._pending = tuple(self._pending), []
         return HealthReport(transitions, self.router.snapshot())
 

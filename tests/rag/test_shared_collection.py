@@ -119,6 +119,9 @@ def test_a_second_instance_is_read_only_with_a_clear_error(instance, client: Qdr
 
     writer.upsert([RIVER])  # written after the reader opened: the reader still sees it
     assert "river" in top(reader, "Amazon River Atlantic")
+    writer.upsert([DocumentIn(id="curie", text="Marie Curie won two Nobel prizes.")])
+    found = reader.retrieve(reader.embedder.embed_query("Nobel prizes"), 3)
+    assert [p.text for p in found if p.doc_id == "curie"] == ["Marie Curie won two Nobel prizes."]
 
     writer.release_writer()
     change = reader.upsert([DocumentIn(id="new", text="Kellerby lies on the river Zorn.")])
