@@ -78,12 +78,12 @@ class ReplicaWatch:
         for name in report.went_down:
             moved = self.warmup.replica_down(name) if self.warmup is not None else 0
             log.warning("vLLM replica %s is down: %d warm prefixes move to others", name, moved)
-        for name in report.came_back:
-            log.info("vLLM replica %s is back (cold): new prefixes rank it again", name)
+        for name in (*report.came_up, *report.came_back):
+            log.info("vLLM replica %s is up: new prefixes rank it", name)
             try:
                 await probe(self._engine(name), name)
             except Exception:
-                log.exception("vLLM replica %s came back without the flags warmup needs", name)
+                log.exception("vLLM replica %s is up without the flags warmup needs", name)
 
     def _engine(self, name: str) -> LLMEngine:
         return next(r.engine for r in self.pool.replicas if r.name == name)

@@ -31,7 +31,7 @@ from llama_index.core.schema import BaseNode
 from qdrant_client import QdrantClient
 from qdrant_client import models as qm
 
-from rag.ingest import DOC_HASH_KEY
+from rag.ingest import CHUNK_INDEX_KEY, DOC_HASH_KEY
 from rag.lease import LEASE_KEY
 
 log = logging.getLogger(__name__)
@@ -92,7 +92,7 @@ def mark_pending(
         node.metadata[STATE_KEY] = PENDING
         node.metadata[WRITER_KEY] = writer
         doc_id = node.ref_doc_id or ""
-        if node.metadata.get("chunk_index") == 0 and triples.get(doc_id):
+        if node.metadata.get(CHUNK_INDEX_KEY) == 0 and triples.get(doc_id):
             node.metadata[TRIPLES_KEY] = json.dumps(triples[doc_id])
         for key in WRITE_KEYS:
             for excluded in (node.excluded_embed_metadata_keys, node.excluded_llm_metadata_keys):
