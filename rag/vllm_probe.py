@@ -13,13 +13,14 @@ from dataclasses import dataclass
 
 from rag.llm import LLMEngine, LLMError, Usage
 
-#: Long enough to fill a few KV blocks on any backend (128 tokens on CPU, 16 on GPU).
+#: About 175 tokens: more than one full KV block on any backend (128 tokens on CPU,
+#: 16 on GPU), and short, since vLLM-CPU prefills ~150 tokens/s on an AVX2 core.
 PROBE_MESSAGES = (
     {
         "role": "system",
         "content": " ".join(
             f"Line {i}: warmrag checks that this server keeps prompt prefixes in its cache."
-            for i in range(24)
+            for i in range(10)
         ),
     },
 )
