@@ -14,9 +14,12 @@ from pathlib import Path
 
 from llama_index.core.storage.docstore import SimpleDocumentStore
 from llama_index.core.vector_stores.utils import metadata_dict_to_node
+from qdrant_client import QdrantClient
+from qdrant_client.models import ExtendedPointId
 
 from kg.persist import atomic_write
 from rag.collection import CollectionScan
+from rag.ingest import DOC_HASH_KEY
 
 Triples = dict[str, list[list[str]]]
 
@@ -64,6 +67,27 @@ class KBState:
 
     def document_ids(self) -> list[str]:
         return sorted(self.docstore.get_all_ref_doc_info() or {})
+
+    def orphans(self, client: QdrantClient, collection: str) -> list[ExtendedPointId]:
+        """Points of ``collection`` that no committed document version owns (what an
+        interrupted embedded write left)."""
+        stale: list[ExtendedPointId] = []
+        offset = None
+        while True:
+            points, offset = client.scroll(
+                collection,
+                with_payload=["doc_id", DOC_HASH_KEY],
+                with_vectors=False,
+                limit=1024,
+                offset=offset,
+            )
+            for p in points:
+                payload = p.payload or {}
+                current = self.docstore.get_document_hash(str(payload.get("doc_id")))
+                if current is None or current != payload.get(DOC_HASH_KEY):
+                    stale.append(p.id)
+            if offset is None:
+                return stale
 
     def drop_hash(self, doc_id: str) -> None:
         # SimpleDocumentStore has no public "forget this hash"; an absent hash is

@@ -374,23 +374,7 @@ class KnowledgeBase:
                 return 0
             if self._shared is not None:
                 return self._shared.remove_own_leftovers()
-            stale: list[Any] = []
-            offset = None
-            while True:
-                points, offset = self.client.scroll(
-                    self._collection,
-                    with_payload=["doc_id", DOC_HASH_KEY],
-                    with_vectors=False,
-                    limit=1024,
-                    offset=offset,
-                )
-                for p in points:
-                    payload = p.payload or {}
-                    current = self._state.docstore.get_document_hash(str(payload.get("doc_id")))
-                    if current is None or current != payload.get(DOC_HASH_KEY):
-                        stale.append(p.id)
-                if offset is None:
-                    break
+            stale = self._state.orphans(self.client, self._collection)
             if stale:
                 log.warning(
                     "reconcile: removing %d chunks left by an interrupted write", len(stale)
