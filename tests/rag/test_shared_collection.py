@@ -256,3 +256,27 @@ def test_on_a_server_a_full_data_folder_fails_no_write(
     monkeypatch.undo()
     kb.release_writer()
     assert instance("other", folder="elsewhere").document_ids() == ["curie"]
+
+
+def test_a_kill_before_the_commit_is_cleaned_up_at_the_next_start(
+    instance, client: QdrantClient
+) -> None:
+    """Injected: this data folder's write was killed after its chunks were added and
+    before the commit, so its pending chunks are all that is left of it."""
+    kb = instance("me")
+    kb.upsert([CURIE])
+    kb.release_writer()
+    left = "6f1c0c3e-3333-4a4a-9b9b-000000000003"
+    payload = {
+        "doc_id": "river",
+        "doc_hash": "h",
+        shared_points.STATE_KEY: shared_points.PENDING,
+        shared_points.WRITER_KEY: "id-me",  # the folder "me"'s writer id
+    }
+    vector = [1.0] * EMBEDDING_DIM
+    client.upsert(NAME, [qm.PointStruct(id=left, vector=vector, payload=payload)])
+
+    again = instance("me")
+    assert left not in all_ids(client)
+    assert again.document_ids() == ["curie"]
+    assert top(again, "Amazon River")[0] == "curie"
