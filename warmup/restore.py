@@ -89,11 +89,13 @@ class Restorer:
         self._evicted.setdefault(fingerprint, reason)
 
     async def rewarm_evicted(self, report: CycleReport) -> None:
-        """Warm every marked entry again, hottest first."""
+        """Warm every marked entry again, hottest first (ordered once per batch: a
+        failed replica can mark thousands; marks added meanwhile make the next batch)."""
         while self._evicted:
-            now = self.clock()
-            fingerprint = next(iter(self.heat.hottest_first(list(self._evicted), now)))
-            reason = self._evicted.pop(fingerprint)
-            await self.queue.checkpoint()
-            if (entry := self.registry.entry(fingerprint)) is not None:
-                await self.warmer.rewarm(entry, reason, report)
+            for fingerprint in self.heat.hottest_first(list(self._evicted), self.clock()):
+                reason = self._evicted.pop(fingerprint, None)
+                if reason is None:
+                    continue
+                await self.queue.checkpoint()
+                if (entry := self.registry.entry(fingerprint)) is not None:
+                    await self.warmer.rewarm(entry, reason, report)
