@@ -152,6 +152,24 @@ class Settings(BaseSettings):
         description="Chunk size in the embedding model's word-pieces (window 256).",
     )
     chunk_overlap_tokens: int = Field(20, ge=0)
+    passage_window_tokens: int = Field(
+        450,
+        ge=0,
+        le=2000,
+        description="Each retrieved chunk is shown to the model widened to its neighbours "
+        "in the same document, up to this many word-pieces (small-to-big; 0: off).",
+    )
+    context_memo_max_entries: int = Field(
+        4096,
+        ge=1,
+        description="Questions whose retrieval and prefix are remembered until a change "
+        "touches them (least recently used out; a few KB each).",
+    )
+    prefix_block_align: bool = Field(
+        True,
+        description="Pad each prompt prefix to a whole number of vLLM's KV blocks, so that "
+        "a warm hit recomputes only the question turn.",
+    )
 
     # Knowledge graph
     kg_extraction: bool = Field(True, description="Extract triples from text with spaCy rules.")

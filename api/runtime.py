@@ -13,9 +13,11 @@ import contextlib
 import logging
 import os
 import socket
+from collections.abc import Sequence
 from enum import StrEnum
 
 import anyio
+import numpy as np
 from qdrant_client import QdrantClient
 
 from api.config import Settings
@@ -23,8 +25,10 @@ from api.replicas import ReplicaWatch, build_llm, probe_all
 from kg.extract import TripleExtractor
 from kg.store import KnowledgeGraph
 from kg.subgraph import SubgraphSelector
+from rag.alignment import BlockAligner, VLLMTokenCounter
 from rag.chat import ChatEngine
 from rag.collection import SharedCollection
+from rag.context_memo import ContextMemo
 from rag.cpu import CpuFeatures, VLLMCpuPlan, plan_for
 from rag.embedding import Embedder, shared_embedder
 from rag.graph_sync import GraphSync
@@ -41,6 +45,7 @@ from rag.sample import load_sample_documents
 from rag.vllm_probe import VLLMSetupError
 from rag.vllm_server import VLLMNotInstalledError, VLLMServer, require_vllm_cpu
 from rag.vllm_supervisor import VLLMSupervisor
+from rag.windows import PassageWindows
 from warmup.scheduler import WarmupScheduler
 from warmup.service import WarmupService
 from warmup.store import WarmupStore
@@ -100,8 +105,13 @@ class Runtime:
         )
         self.knowledge.add_listener(self._on_kb_change)
         self.selector = SubgraphSelector(self.graph, similarity_threshold=s.kg_similarity_threshold)
-        self.retriever = Retriever(self.kb, self.selector, s.kg_max_triples)
-        self.builder = PromptBuilder()
+        windows = (
+            PassageWindows(self.kb, self.embedder.count_tokens, s.passage_window_tokens)
+            if s.passage_window_tokens > s.chunk_tokens
+            else None
+        )
+        self.retriever = Retriever(self.kb, self.selector, s.kg_max_triples, windows)
+        self.builder = PromptBuilder()  # its aligner comes with the LLM, below
 
         self.cpu_plan: VLLMCpuPlan | None = None
         self.vllm_server: VLLMServer | None = None
@@ -134,10 +144,20 @@ class Runtime:
             )
         urls = s.vllm_urls or [self.vllm_server.url if self.vllm_server else ""]
         self.llm: LLMEngine = llm or build_llm(s, urls)
+        if s.prefix_block_align and urls[0]:
+            # The block size is known once vLLM is up (``_start_up``).
+            counter = VLLMTokenCounter(urls[0], s.served_model_name)
+            self.builder.aligner = BlockAligner(counter)
         self.pool = self.llm if isinstance(self.llm, ReplicaPool) else None
         if self.pool is not None:
             self.pool.use_metrics(self.metrics)
 
+        self.memo = ContextMemo(
+            s.context_memo_max_entries,
+            fact_vectors=self._fact_vectors if s.kg_max_triples else None,
+            max_facts=s.kg_max_triples,
+            min_fact_score=self.selector.min_score,
+        )
         self.engine = ChatEngine(
             self.retriever,
             self.builder,
@@ -147,6 +167,8 @@ class Runtime:
             temperature=s.temperature,
             deadline_s=s.chat_deadline_s,
             available=self._llm_available,
+            memo=self.memo,
+            memo_top_k=s.top_k,
         )
         self.warmup: WarmupService | None = None
         self.scheduler: WarmupScheduler | None = None
@@ -182,7 +204,12 @@ class Runtime:
             self.metrics,
             top_k=s.top_k,
             context_window=s.vllm_max_model_len,
+            memo=self.memo,
         )
+
+    def _fact_vectors(self, doc_ids: Sequence[str]) -> np.ndarray:
+        """The graph's fact vectors of these documents (for the context memo)."""
+        return self.graph.snapshot.document_edge_vectors(doc_ids)
 
     def _shared_collection(self) -> SharedCollection | None:
         """On a Qdrant server the collection is shared: see ``rag.collection``."""
@@ -222,7 +249,9 @@ class Runtime:
         self.metrics.ingested_documents.labels("deleted").inc(len(change.deleted))
         self.refresh_kb_metrics()
         if self.warmup is not None:
-            self.warmup.notify_change(change)
+            self.warmup.notify_change(change)  # it forgets the contexts the change moved
+        else:
+            self.memo.forget([change])
 
     def refresh_kb_metrics(self) -> None:
         self.metrics.documents.set(len(self.kb.document_ids()))
@@ -267,6 +296,8 @@ class Runtime:
                     result.cached_tokens,
                     result.prompt_tokens,
                 )
+            if self.builder.aligner is not None:
+                self.builder.aligner.block_size = (await self.llm.cache_config()).block_size
             if self.replica_watch is not None:
                 self.replica_watch.restore_placements()
             if self.warmup is not None:

@@ -53,12 +53,25 @@ class CacheOut(BaseModel):
     prompt_tokens: int
     cached_tokens: int
     warm_hit: bool
+    prefix_tokens: int | None = Field(
+        None,
+        description="The context prefix's tokens, where known (block-aligned): a warm "
+        "hit has all of them cached and computes only the question turn.",
+    )
 
 
 class TimingsOut(BaseModel):
+    """Milliseconds from the request's arrival: ``ttft_ms`` = ``retrieval_ms`` +
+    ``prompt_ms`` + ``llm_ttft_ms`` (vLLM's queue, prefill and first token) + glue."""
+
     retrieval_ms: float
     ttft_ms: float
     total_ms: float
+    prompt_ms: float = 0.0
+    llm_ttft_ms: float = 0.0
+    context_reused: bool = Field(
+        False, description="A repeated question's context, reused with no retrieval."
+    )
 
 
 class ChatResponse(BaseModel):

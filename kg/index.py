@@ -10,6 +10,7 @@ locks; a change swaps in a new one.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import networkx as nx
@@ -52,6 +53,14 @@ class GraphSnapshot:
     def edge_count(self) -> int:
         """Number of edges (triples) in the snapshot."""
         return len(self.edge_text)
+
+    def document_edge_vectors(self, doc_ids: Sequence[str]) -> np.ndarray:
+        """(n, dim) vectors of the edges these documents state (none: an empty array)."""
+        found = [self.document_edges[d] for d in doc_ids if d in self.document_edges]
+        edges = np.concatenate(found) if found else _EMPTY_INT
+        if not edges.size or not self.edge_vectors.size:
+            return np.zeros((0, 0), np.float32)
+        return np.asarray(self.edge_vectors[edges], dtype=np.float32)
 
     def incident(self, node: int) -> np.ndarray:
         """Edge indices touching ``node`` (either direction), ascending."""

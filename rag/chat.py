@@ -6,11 +6,12 @@ import asyncio
 import math
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import anyio
 
+from rag.context_memo import ContextMemo, Retrieved
 from rag.llm import (
     LLMBadResponseError,
     LLMEngine,
@@ -23,6 +24,7 @@ from rag.llm import (
 from rag.metrics import ServiceMetrics
 from rag.models import Passage
 from rag.prompt import Message, PromptBuilder, PromptPrefix
+from rag.query_text import normalize_query
 from rag.retriever import Fact, Retrieval, Retriever
 
 
@@ -82,13 +84,23 @@ class CacheInfo:
     prompt_tokens: int
     cached_tokens: int
     warm_hit: bool
+    #: The prefix's tokens where known (a block-aligned prefix): a hit caches all of them.
+    prefix_tokens: int | None = None
 
 
 @dataclass(frozen=True)
 class Timings:
+    """Where a chat's time went. ``ttft_ms`` runs from the call to the first token, as a
+    user sees it: ``retrieval_ms`` (embedding, search, graph; ~0 when the context was
+    reused), ``prompt_ms`` (rendering and aligning the prefix), then ``llm_ttft_ms``
+    (the request to vLLM until its first token: queue, prefill, first decode step)."""
+
     retrieval_ms: float
     ttft_ms: float
     total_ms: float
+    prompt_ms: float = 0.0
+    llm_ttft_ms: float = 0.0
+    context_reused: bool = False
 
 
 @dataclass(frozen=True)
@@ -144,9 +156,13 @@ class ChatEngine:
         observer: ChatObserver | None = None,
         deadline_s: float = 300.0,
         available: Callable[[], bool] = lambda: True,
+        memo: ContextMemo | None = None,
+        memo_top_k: int = 3,
     ) -> None:
         """``deadline_s`` bounds a whole answer (a hung vLLM can trickle forever under a
-        per-read timeout); ``available`` says False while vLLM is being restarted."""
+        per-read timeout); ``available`` says False while vLLM is being restarted.
+        ``memo``: contexts of repeated questions (asked with ``memo_top_k``) are reused
+        from it, with no retrieval (``rag.context_memo``)."""
         self.retriever = retriever
         self.builder = builder
         self.llm = llm
@@ -156,7 +172,35 @@ class ChatEngine:
         self.observer = observer
         self.deadline_s = deadline_s
         self.available = available
+        self.memo = memo
+        self.memo_top_k = memo_top_k
         self.activity = ChatActivity()
+
+    def _retrieve(self, question: str, top_k: int) -> tuple[Retrieved, float]:
+        """Retrieval, then the prefix (which may ask vLLM for its token count), in a
+        worker thread; also the milliseconds the prefix took."""
+        retrieval = self.retriever.retrieve(question, top_k)
+        started = time.perf_counter()
+        prefix = self.builder.prefix(retrieval.passages, retrieval.triples)
+        return Retrieved(retrieval, prefix), _ms(started)
+
+    async def context(self, question: str, top_k: int) -> tuple[Retrieved, Timings]:
+        """The question's retrieval and prefix: remembered, or retrieved now (and then
+        remembered unless a change landed meanwhile). Timings hold the first three parts."""
+        memo = self.memo if top_k == self.memo_top_k else None
+        key = normalize_query(question)
+        started = time.perf_counter()
+        remembered = memo.get(key) if memo is not None else None
+        if remembered is not None:
+            self.metrics.context_memo.labels("reused").inc()
+            return remembered, Timings(_ms(started), 0.0, 0.0, context_reused=True)
+        generation = memo.generation if memo is not None else 0
+        found, prompt_ms = await anyio.to_thread.run_sync(self._retrieve, question, top_k)
+        if memo is not None:
+            memo.put(key, generation, found)
+        self.metrics.context_memo.labels("retrieved").inc()
+        self.metrics.retrieval_latency.observe(found.retrieval.elapsed_ms / 1000)
+        return found, Timings(round(found.retrieval.elapsed_ms, 2), 0.0, 0.0, prompt_ms)
 
     async def stream(
         self,
@@ -179,9 +223,11 @@ class ChatEngine:
             raise LLMUnavailableError("vLLM is restarting")
         self.activity.enter()
         try:
-            retrieval = await anyio.to_thread.run_sync(self.retriever.retrieve, question, top_k)
-            self.metrics.retrieval_latency.observe(retrieval.elapsed_ms / 1000)
-            prompt = self.builder.build(question, retrieval.passages, retrieval.triples, history)
+            found, before_llm = await self.context(question, top_k)
+            retrieval = found.retrieval
+            prompt = self.builder.with_question(found.prefix, question, history)
+            llm_started = time.perf_counter()
+            llm_ttft_ms = 0.0
             ttft_ms: float | None = None
             parts: list[str] = []
             usage = Usage()
@@ -193,7 +239,7 @@ class ChatEngine:
             async for event in _within(llm_events, started + self.deadline_s):
                 if isinstance(event, TextDelta):
                     if ttft_ms is None:
-                        ttft_ms = _ms(started)
+                        ttft_ms, llm_ttft_ms = _ms(started), _ms(llm_started)
                         self.metrics.first_token_latency.observe(ttft_ms / 1000)
                     parts.append(event.text)
                     yield event
@@ -201,7 +247,7 @@ class ChatEngine:
                     usage = event
             total_ms = _ms(started)
             if ttft_ms is None:  # an empty answer: the first "token" is the end
-                ttft_ms = total_ms
+                ttft_ms, llm_ttft_ms = total_ms, _ms(llm_started)
                 self.metrics.first_token_latency.observe(ttft_ms / 1000)
             warm_hit = (
                 self.observer.on_chat(retrieval, prompt.prefix, usage) if self.observer else False
@@ -213,8 +259,12 @@ class ChatEngine:
                 answer="".join(parts),
                 passages=retrieval.passages,
                 facts=retrieval.facts,
-                cache=CacheInfo(usage.prompt_tokens, usage.cached_tokens, warm_hit),
-                timings=Timings(round(retrieval.elapsed_ms, 2), ttft_ms, total_ms),
+                cache=CacheInfo(
+                    usage.prompt_tokens, usage.cached_tokens, warm_hit, prompt.prefix.tokens
+                ),
+                timings=replace(
+                    before_llm, ttft_ms=ttft_ms, total_ms=total_ms, llm_ttft_ms=llm_ttft_ms
+                ),
                 usage=usage,
                 prefix_fingerprint=prompt.prefix.fingerprint,
                 finish_reason="length"

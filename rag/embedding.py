@@ -97,6 +97,10 @@ class Embedder:
 
         return encode
 
+    def count_tokens(self, text: str) -> int:
+        """Word-pieces of ``text`` (with the model's two special tokens), as chunks count."""
+        return len(self.tokenizer(text))
+
     def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
         """Rows are L2-normalized float32 vectors, one per text."""
         if not texts:

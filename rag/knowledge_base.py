@@ -20,6 +20,7 @@ import logging
 import threading
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,16 @@ warnings.filterwarnings("ignore", message="Payload indexes have no effect in the
 
 def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class StoredChunk:
+    """One chunk as the docstore keeps it; ``start`` is its offset in the document's
+    text (None where the splitter did not record it)."""
+
+    chunk_id: str
+    text: str
+    start: int | None
 
 
 class DocumentNotFoundError(KeyError):
@@ -204,10 +215,21 @@ class KnowledgeBase:
 
     def chunk_texts(self, doc_id: str) -> list[tuple[str, str]]:
         """(chunk_id, text) of a document's chunks, in document order."""
+        return [(c.chunk_id, c.text) for c in self.chunks(doc_id)]
+
+    def chunks(self, doc_id: str) -> list[StoredChunk]:
+        """A document's chunks in document order, with where each starts in its text."""
         with self._lock:
             nodes = self._state.docstore.get_nodes(self.chunk_ids(doc_id), raise_error=False)
         nodes.sort(key=lambda n: n.metadata.get(CHUNK_INDEX_KEY, 0))
-        return [(n.node_id, n.get_content(metadata_mode=MetadataMode.NONE)) for n in nodes]
+        return [
+            StoredChunk(
+                n.node_id,
+                n.get_content(metadata_mode=MetadataMode.NONE),
+                getattr(n, "start_char_idx", None),
+            )
+            for n in nodes
+        ]
 
     def _collection_exists(self) -> bool:
         return bool(self.client.collection_exists(self._collection))

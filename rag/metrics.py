@@ -25,6 +25,13 @@ class ServiceMetrics:
             buckets=FIRST_TOKEN_BUCKETS,
             registry=r,
         )
+        self.context_memo = Counter(
+            "warmrag_chat_contexts_total",
+            "Chats by where their context came from: reused (a repeated question, no "
+            "retrieval) or retrieved",
+            ["source"],
+            registry=r,
+        )
         self.retrieval_latency = Histogram(
             "warmrag_retrieval_latency_seconds",
             "Embedding + vector search + subgraph time",

@@ -248,6 +248,9 @@ class Passage(BaseModel):
     text: str
     score: float
     content_hash: str = Field("", exclude=True)
+    #: The text the prompt shows: the chunk widened to its neighbours (``rag.windows``);
+    #: None where widening is off.
+    window: str | None = Field(None, exclude=True)
 
 
 class ChunkRecord(BaseModel):

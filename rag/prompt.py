@@ -14,6 +14,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from rag.alignment import BlockAligner
 from rag.models import Passage
 
 Message = dict[str, str]
@@ -34,6 +35,8 @@ class PromptPrefix:
     passages: tuple[Passage, ...]
     triples: tuple[TripleText, ...]
     fingerprint: str
+    #: Its length in the model's tokens where known (counted when it was block-aligned).
+    tokens: int | None = None
 
     @property
     def chunk_ids(self) -> tuple[str, ...]:
@@ -54,6 +57,17 @@ def canonical_triples(triples: Sequence[Sequence[str]]) -> tuple[TripleText, ...
     return tuple(sorted((s, p, o) for s, p, o in triples))
 
 
+def _shown(passages: Sequence[Passage]) -> list[tuple[str, str]]:
+    """(doc id, text) of each passage as the prompt shows it: its widened window where
+    it has one; hits whose windows were merged into one are shown once."""
+    shown: list[tuple[str, str]] = []
+    for p in passages:
+        item = (p.doc_id, (p.window or p.text).strip())
+        if item not in shown:
+            shown.append(item)
+    return shown
+
+
 def fingerprint_of(prefix_messages: Sequence[Message]) -> str:
     """The one fingerprint of a prompt prefix: the registry's key and the router's."""
     digest = hashlib.sha256(json.dumps(list(prefix_messages), ensure_ascii=False).encode())
@@ -72,8 +86,10 @@ def prefix_messages_of(messages: Sequence[Message]) -> Sequence[Message]:
 class PromptBuilder:
     """Renders passages, triples and a question into chat messages."""
 
-    def __init__(self, instruction: str = INSTRUCTION) -> None:
+    def __init__(self, instruction: str = INSTRUCTION, aligner: BlockAligner | None = None) -> None:
+        """``aligner``: pad each prefix to whole KV blocks (``rag.alignment``)."""
         self.instruction = instruction
+        self.aligner = aligner
 
     def prefix(
         self, passages: Sequence[Passage], triples: Sequence[Sequence[str]] = ()
@@ -84,7 +100,8 @@ class PromptBuilder:
         if ordered:
             parts.append("Passages:")
             parts.extend(
-                f"[{i}] (source: {p.doc_id})\n{p.text.strip()}" for i, p in enumerate(ordered, 1)
+                f"[{i}] (source: {doc_id})\n{text}"
+                for i, (doc_id, text) in enumerate(_shown(ordered), 1)
             )
         else:
             parts.append("Passages: none were found.")
@@ -93,9 +110,16 @@ class PromptBuilder:
                 "Domain constraints (facts from the knowledge graph; treat them as true):\n"
                 + "\n".join(f"- ({s}; {p}; {o})" for s, p, o in facts)
             )
-        messages = ({"role": "system", "content": "\n\n".join(parts)},)
+        system, tokens = "\n\n".join(parts), None
+        if self.aligner is not None:
+            system, tokens = self.aligner.align(system)
+        messages = ({"role": "system", "content": system},)
         return PromptPrefix(
-            messages=messages, passages=ordered, triples=facts, fingerprint=fingerprint_of(messages)
+            messages=messages,
+            passages=ordered,
+            triples=facts,
+            fingerprint=fingerprint_of(messages),
+            tokens=tokens,
         )
 
     def build(
@@ -106,6 +130,12 @@ class PromptBuilder:
         history: Sequence[Message] = (),
     ) -> Prompt:
         """Full messages: the prefix, any earlier turns, then the question."""
-        prefix = self.prefix(passages, triples)
+        return self.with_question(self.prefix(passages, triples), question, history)
+
+    @staticmethod
+    def with_question(
+        prefix: PromptPrefix, question: str, history: Sequence[Message] = ()
+    ) -> Prompt:
+        """A rendered prefix followed by any earlier turns and the question."""
         messages = [*prefix.messages, *history, {"role": "user", "content": question.strip()}]
         return Prompt(prefix=prefix, messages=messages)

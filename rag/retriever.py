@@ -12,6 +12,7 @@ import numpy as np
 from rag.knowledge_base import KnowledgeBase
 from rag.models import Passage
 from rag.query_text import retrieval_text
+from rag.windows import PassageWindows
 
 
 class Fact(Protocol):
@@ -58,11 +59,18 @@ class Retriever:
     """Shared by chat and warmup, so both see the same context for a question."""
 
     def __init__(
-        self, kb: KnowledgeBase, facts: FactSource | None = None, max_triples: int = 3
+        self,
+        kb: KnowledgeBase,
+        facts: FactSource | None = None,
+        max_triples: int = 3,
+        windows: PassageWindows | None = None,
     ) -> None:
+        """``windows``: widen each hit for the prompt (small-to-big); None: the prompt
+        shows the retrieved chunks as they are."""
         self.kb = kb
         self.facts = facts
         self.max_triples = max_triples
+        self.windows = windows
 
     def embed_questions(self, questions: Sequence[str]) -> np.ndarray:
         """(n, dim) query vectors, as ``retrieve`` embeds a question (blocking)."""
@@ -81,5 +89,7 @@ class Retriever:
             embedding = self.kb.embedder.embed_query(text)
         passages = self.kb.retrieve(embedding, top_k)
         facts = self.facts.select(text, embedding, passages, self.max_triples) if self.facts else ()
+        if self.windows is not None:
+            passages = self.windows.widen(passages)
         elapsed = (time.perf_counter() - started) * 1000
         return Retrieval(question, embedding, passages, facts, elapsed)

@@ -97,7 +97,7 @@ class ChangeHandler:
         the passages they were warmed with until the TTL sweep."""
         if not change.changed:
             return
-        self.context.invalidate()  # any context may have moved, followed or not
+        self.context.forget(change)  # contexts it moved, followed or not
         if not self.follows_kb:
             return
         self._seq += 1

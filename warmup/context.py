@@ -2,7 +2,8 @@
 
 Retrieval runs in a worker thread (embedding and Qdrant local mode compute there)
 with the query's stored embedding, so nothing is embedded twice. What a stored query
-retrieved is remembered (``RetrievalMemo``) until the knowledge base changes.
+retrieved is remembered (``rag.context_memo``, the memo chats read too) until a change
+touches its context.
 """
 
 from __future__ import annotations
@@ -12,15 +13,11 @@ from collections.abc import Sequence
 import anyio
 import numpy as np
 
+from rag.context_memo import ContextMemo, Retrieved
+from rag.models import ChangeSet
 from rag.prompt import PromptBuilder, PromptPrefix
-from rag.retriever import Retrieval, Retriever
+from rag.retriever import Retriever
 from warmup.registry import Registry
-from warmup.retrieval_memo import RetrievalMemo, Retrieved
-
-
-def kth_score(retrieval: Retrieval) -> float | None:
-    """Score of the last passage of a top-k: a new chunk must beat it to enter."""
-    return retrieval.passages[-1].score if retrieval.passages else None
 
 
 class ContextResolver:
@@ -31,13 +28,13 @@ class ContextResolver:
         registry: Registry,
         *,
         top_k: int,
-        memo: RetrievalMemo | None = None,
+        memo: ContextMemo | None = None,
     ) -> None:
         self.retriever = retriever
         self.builder = builder
         self.registry = registry
         self.top_k = top_k
-        self.memo = memo or RetrievalMemo()
+        self.memo = memo if memo is not None else ContextMemo()
 
     @property
     def generation(self) -> int:
@@ -45,9 +42,9 @@ class ContextResolver:
         generation may be stale."""
         return self.memo.generation
 
-    def invalidate(self) -> None:
-        """The knowledge base changed: any context may have."""
-        self.memo.invalidate()
+    def forget(self, change: ChangeSet) -> None:
+        """The knowledge base changed: forget the contexts the change can have moved."""
+        self.memo.forget([change])
 
     async def resolve(self, key: str, *, fresh: bool = False) -> Retrieved | None:
         """The prefix a chat for stored query ``key`` would send now (None: no such query).
@@ -61,19 +58,19 @@ class ContextResolver:
         if record is None or embedding is None:
             return None
         generation = self.memo.generation
-        retrieval = await anyio.to_thread.run_sync(
-            self.retriever.retrieve, record.text, self.top_k, embedding
-        )
-        found = Retrieved(
-            self.builder.prefix(retrieval.passages, retrieval.triples), kth_score(retrieval)
-        )
+        found = await anyio.to_thread.run_sync(self._retrieve, record.text, embedding)
         self.memo.put(key, generation, found)
         return found
 
+    def _retrieve(self, question: str, embedding: np.ndarray | None = None) -> Retrieved:
+        """Retrieval and prefix, in a worker thread (the prefix may ask vLLM for its
+        token count, to align it to whole KV blocks)."""
+        retrieval = self.retriever.retrieve(question, self.top_k, embedding)
+        return Retrieved(retrieval, self.builder.prefix(retrieval.passages, retrieval.triples))
+
     async def prefix_for(self, question: str) -> PromptPrefix:
         """The prefix for a question that is not stored (it is embedded now)."""
-        retrieval = await anyio.to_thread.run_sync(self.retriever.retrieve, question, self.top_k)
-        return self.builder.prefix(retrieval.passages, retrieval.triples)
+        return (await anyio.to_thread.run_sync(self._retrieve, question)).prefix
 
     async def embed(self, questions: Sequence[str]) -> np.ndarray:
         """(n, dim) vectors, as a chat's retrieval would embed these questions."""

@@ -15,10 +15,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rag.context_memo import SCORE_EPSILON
 from rag.models import ChangeSet
 from warmup.registry import EntryIndex, QueryMatrix
-
-_SCORE_EPSILON = 1e-5
 
 
 @dataclass
@@ -50,9 +49,8 @@ class ChangeDetector:
         if new_vectors and len(queries.keys):
             chunks = np.asarray(new_vectors, dtype=np.float32)
             best = (queries.embeddings @ chunks.T).max(axis=1)
-            # Stored scores are rounded to 6 places: a chunk that ties the k-th passage
-            # (e.g. that very passage) must not count as entering.
-            entering = np.nonzero(best > queries.kth_scores + _SCORE_EPSILON)[0]
+            # A chunk that ties the k-th passage (e.g. that very passage) is not entering.
+            entering = np.nonzero(best > queries.kth_scores + SCORE_EPSILON)[0]
             before = len(result.affected)
             result.affected.update(queries.fingerprints[i] for i in entering)
             result.by_new_chunks = len(result.affected) - before

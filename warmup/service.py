@@ -28,6 +28,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 
+from rag.context_memo import ContextMemo, kth_score
 from rag.llm import LLMEngine, Usage
 from rag.metrics import ServiceMetrics
 from rag.models import ChangeSet
@@ -36,7 +37,7 @@ from rag.query_text import normalize_query
 from rag.retriever import Retrieval, Retriever
 from warmup.budget import WarmBudget
 from warmup.changes import ChangeHandler
-from warmup.context import ContextResolver, kth_score
+from warmup.context import ContextResolver
 from warmup.heat import Heat
 from warmup.hits import is_warm_hit
 from warmup.hot import HotWarmup
@@ -47,7 +48,6 @@ from warmup.planner import WarmupPlanner
 from warmup.registry import Registry
 from warmup.reports import CycleKind, CycleReport, ReportLog
 from warmup.restore import Restorer
-from warmup.retrieval_memo import RetrievalMemo
 from warmup.settings import WarmupSettings
 from warmup.store import Snapshot, WarmupStore
 from warmup.sweep import Sweeper
@@ -71,10 +71,13 @@ class WarmupService:
         *,
         top_k: int,
         context_window: int,
+        memo: ContextMemo | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         """``top_k`` and ``context_window`` are the chat path's own settings: warmup
-        must retrieve what a chat retrieves, and size entries by the model's window."""
+        must retrieve what a chat retrieves, and size entries by the model's window.
+        ``memo``: the contexts chats remember, shared so that each question is
+        retrieved once for both (None: a memo of warmup's own)."""
         s = self.settings = settings
         self.store = store
         self.llm = llm
@@ -92,7 +95,7 @@ class WarmupService:
             builder,
             self.registry,
             top_k=top_k,
-            memo=RetrievalMemo(s.retrieval_memo_max_entries),
+            memo=memo,
         )
         self.entries = EntryWarmer(
             warmer,

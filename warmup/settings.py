@@ -55,6 +55,3 @@ class WarmupSettings(BaseModel):
         description="The sweep forgets queries decayed below this (not seeds, none backing an"
         " entry).",
     )
-    retrieval_memo_max_entries: int = Field(
-        4096, ge=1, description="Stored queries' retrievals remembered (least recently used out)."
-    )

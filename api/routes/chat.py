@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 
@@ -27,16 +29,8 @@ def to_response(result: ChatResult) -> ChatResponse:
         answer=result.answer,
         passages=result.passages,
         triples=[[f.subject, f.predicate, f.object] for f in result.facts],
-        cache=CacheOut(
-            prompt_tokens=result.cache.prompt_tokens,
-            cached_tokens=result.cache.cached_tokens,
-            warm_hit=result.cache.warm_hit,
-        ),
-        timings=TimingsOut(
-            retrieval_ms=result.timings.retrieval_ms,
-            ttft_ms=result.timings.ttft_ms,
-            total_ms=result.timings.total_ms,
-        ),
+        cache=CacheOut(**asdict(result.cache)),
+        timings=TimingsOut(**asdict(result.timings)),
     )
 
 
