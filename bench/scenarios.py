@@ -28,7 +28,7 @@ from typing import Any
 from bench.harness import Service, floor_ttft, kv_usage, reset_prefix_cache, service
 from bench.measure import RequestRecord, summarize
 from bench.strategies import Strategy
-from bench.workload import Town, Workload, unrelated_document
+from bench.workload import AnyWorkload, Topic, unrelated_document
 from rag.query_text import normalize_query
 
 Log = Callable[[str], None]
@@ -81,7 +81,7 @@ def warmup_state(svc: Service, strategy: Strategy, vllm_url: str) -> dict[str, A
     return state
 
 
-def build_template(vllm_url: str, folder: Path, workload: Workload, log: Log) -> dict[str, Any]:
+def build_template(vllm_url: str, folder: Path, workload: AnyWorkload, log: Log) -> dict[str, Any]:
     """Ingest the corpus once over HTTP (documents, chunks, knowledge graph) into a data
     folder the strategies copy; returns the end-to-end ingest numbers."""
     docs = workload.documents()
@@ -99,7 +99,7 @@ def build_template(vllm_url: str, folder: Path, workload: Workload, log: Log) ->
     }
 
 
-def measure_floor(vllm_url: str, workload: Workload, config: ScenarioConfig) -> dict[str, Any]:
+def measure_floor(vllm_url: str, workload: AnyWorkload, config: ScenarioConfig) -> dict[str, Any]:
     """TTFT of the stream's questions with no context at all, straight to vLLM."""
     questions = sorted({normalize_query(q): q for q in workload.steady}.values())
     sample = random.Random(3).sample(questions, min(config.floor_questions, len(questions)))
@@ -111,7 +111,7 @@ def run_strategy(
     strategy: Strategy,
     vllm_url: str,
     work: Path,
-    workload: Workload,
+    workload: AnyWorkload,
     config: ScenarioConfig,
     log: Log,
     *,
@@ -189,14 +189,14 @@ def run_strategy(
     return result
 
 
-def changed_towns(workload: Workload, sizes: tuple[int, ...]) -> dict[int, list[Town]]:
+def changed_towns(workload: AnyWorkload, sizes: tuple[int, ...]) -> dict[int, list[Topic]]:
     """Disjoint sets of the most requested towns: k = 1 gets the most popular one."""
     ranked = workload.towns_by_traffic()
     plan, offset = {}, 0
     for k in sizes:
-        chosen = ranked[offset : offset + k]
+        chosen = list(ranked[offset : offset + k])
         if len(chosen) < k:  # a small workload: reuse popular towns for the larger change
-            chosen = ranked[:k]
+            chosen = list(ranked[:k])
         plan[k] = chosen
         offset += k
     return plan
@@ -206,7 +206,7 @@ def run_change(
     svc: Service,
     strategy: Strategy,
     vllm_url: str,
-    workload: Workload,
+    workload: AnyWorkload,
     config: ScenarioConfig,
     k: int,
     log: Log,
@@ -299,7 +299,7 @@ def run_change(
 
 
 def affected_questions(
-    svc: Service, workload: Workload, towns: list[Town], changed_ids: set[str]
+    svc: Service, workload: AnyWorkload, towns: list[Topic], changed_ids: set[str]
 ) -> list[str]:
     """Per changed town, the most asked of its questions whose context (top-k, before the
     change) holds a changed document: the contexts the change really affects."""

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from rag.query_text import normalize_query
 
@@ -21,6 +23,32 @@ _SYLLABLES = [
 _CRAFTS = ["glass", "copper", "wool", "cheese", "paper", "clocks", "boats", "salt", "silk", "tea"]
 _FESTIVALS = ["lantern", "harvest", "river", "snow", "bell", "kite", "bread", "music"]
 _RIVERS = ["Alba", "Brenn", "Cuvo", "Dessa", "Eimer", "Fjor", "Gant", "Hollow", "Isk", "Jura"]
+
+
+class Topic(Protocol):
+    """What the scenarios need of a subject users ask about: a town here, a section of
+    Git's documentation in ``bench.real_corpus``."""
+
+    @property
+    def slug(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    def questions(self) -> list[str]: ...
+    def documents(self, revision: int = 0) -> list[dict[str, object]]:
+        """Its documents; a ``revision`` > 0 is an edit a change re-ingests (first one
+        is the one a change scenario ingests)."""
+        ...
+
+
+class AnyWorkload(Protocol):
+    """What the scenarios need of a workload (``Workload``, ``bench.real_corpus.RealWorkload``)."""
+
+    steady: list[str]
+    restart: list[str]
+
+    def documents(self, only_question_towns: bool = False) -> list[dict[str, object]]: ...
+    def towns_by_traffic(self) -> Sequence[Topic]: ...
+    def asked_question(self, town: Topic) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -199,7 +227,7 @@ class Workload:
             counts[by_key[normalize_query(question)].name] += 1
         return sorted(self.question_towns, key=lambda t: (-counts[t.name], t.name))
 
-    def asked_question(self, town: Town) -> str:
+    def asked_question(self, town: Topic) -> str:
         """The town's question asked most often in the streams (its first if none was)."""
         asked = Counter(normalize_query(q) for q in self.steady + self.restart)
         return max(town.questions(), key=lambda q: asked[normalize_query(q)])
