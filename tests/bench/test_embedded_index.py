@@ -1,0 +1,38 @@
+"""The embedded-store benchmark measures what it says, on a size small enough for CI."""
+
+from pathlib import Path
+
+import numpy as np
+
+from bench.embedded_index import (
+    dataset,
+    exact_top_k,
+    iter_table,
+    run_embedded_index,
+    visible,
+)
+
+
+def test_exact_search_honours_the_filter() -> None:
+    vectors, queries = dataset(3000, 5)
+    assert vectors.dtype == np.float32 and np.allclose(np.linalg.norm(vectors, axis=1), 1)
+    mask = visible(3000)
+    assert 0 < (~mask).sum() < 100  # pending and document-less points exist
+    for top in exact_top_k(vectors, queries, mask):
+        assert len(top) == 10 and all(mask[i] for i in top)
+
+
+def test_small_run_has_sane_rows(tmp_path: Path) -> None:
+    messages: list[str] = []
+    result = run_embedded_index([300], tmp_path, messages.append, queries=8)
+    rows = {row["store"]: row for row in result["rows"]}
+    assert set(rows) == {"local", "edge"} and len(messages) == 2
+    assert rows["local"]["recall_at_10"] == 1.0  # local mode is exact
+    assert rows["edge"]["recall_at_10"] >= 0.9
+    for row in rows.values():
+        assert row["size"] == 300 and not row["extrapolated"]
+        assert row["insert_per_s"] > 0 and row["reopen_s"] >= 0
+        assert 0 < row["p50_ms"] <= row["p99_ms"]
+        assert row["filtered_queries"] == row["nofilter_queries"] == 8
+    assert len(list(iter_table(result))) == 3
+    assert list(tmp_path.iterdir()) == []  # each store's folder is removed
