@@ -152,6 +152,11 @@ class Settings(BaseSettings):
         description="Chunk size in the embedding model's word-pieces (window 256).",
     )
     chunk_overlap_tokens: int = Field(20, ge=0)
+    embed_title: bool = Field(
+        True,
+        description='Embed each chunk with its document\'s title (metadata "title"), '
+        "as llama-index does; the prompt shows the text alone.",
+    )
     passage_window_tokens: int = Field(
         450,
         ge=0,

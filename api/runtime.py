@@ -96,6 +96,7 @@ class Runtime:
             chunk_tokens=s.chunk_tokens,
             chunk_overlap_tokens=s.chunk_overlap_tokens,
             shared=self._shared_collection(),
+            embed_keys=("title",) if s.embed_title else (),
             load=False,
         )
         self.graph = KnowledgeGraph(s.data_dir / "kg", self.embedder.embed_texts, load=False)

@@ -41,16 +41,20 @@ def document_hash(doc: DocumentIn) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
-def to_llama_document(doc: DocumentIn, doc_hash: str) -> Document:
+def to_llama_document(doc: DocumentIn, doc_hash: str, embed_keys: Sequence[str] = ()) -> Document:
+    """Metadata is stored, and only the ``embed_keys`` holding text (the title) are
+    embedded with every chunk ("title: ...", llama-index's layout): a chunk deep in a
+    section then still says what it is about. The splitter counts that header in the
+    chunk's size, so header and text together fit the embedder's 256-word-piece window.
+    The prompt shows the text alone."""
     metadata: dict[str, Any] = {**doc.metadata, DOC_HASH_KEY: doc_hash}
+    embedded = {k for k in embed_keys if isinstance(metadata.get(k), str) and metadata[k]}
     keys = [*list(metadata), CHUNK_INDEX_KEY]
-    # Metadata is stored, never embedded nor counted in chunk size: chunks must
-    # fit the embedder's 256-word-piece window with their text alone.
     return Document(
         id_=doc.id,
         text=doc.text,
         metadata=metadata,
-        excluded_embed_metadata_keys=keys,
+        excluded_embed_metadata_keys=[k for k in keys if k not in embedded],
         excluded_llm_metadata_keys=keys,
     )
 

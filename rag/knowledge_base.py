@@ -88,11 +88,13 @@ class KnowledgeBase:
         chunk_tokens: int = 200,
         chunk_overlap_tokens: int = 20,
         shared: SharedCollection | None = None,
+        embed_keys: Sequence[str] = ("title",),
         load: bool = True,
     ) -> None:
         """``client`` may be a factory, called by ``open``; ``load=False`` defers all
         I/O (reading the docstore, opening Qdrant, reconciling) to ``open``.
-        ``shared``: the collection is on a server others may use (see the module doc)."""
+        ``shared``: the collection is on a server others may use (see the module doc).
+        ``embed_keys``: metadata embedded with each chunk (``rag.ingest``)."""
         self._dir = data_dir
         self._state_path = data_dir / "docstore.json"
         self._client_source = client
@@ -101,6 +103,7 @@ class KnowledgeBase:
         self._embedder = embedder
         self._vectors: QdrantVectorStore | None = None
         self._pipeline = build_pipeline(embedder, chunk_tokens, chunk_overlap_tokens)
+        self._embed_keys = tuple(embed_keys)
         self._lock = threading.RLock()  # readers and the short commit sections
         self._writer = threading.Lock()  # one write at a time, for its whole length
         self._state = KBState()
@@ -258,7 +261,7 @@ class KnowledgeBase:
                         unchanged.append(doc.id)
                         continue
                     (updated if previous else added).append(doc.id)
-                    todo.append(to_llama_document(doc, digest))
+                    todo.append(to_llama_document(doc, digest, self._embed_keys))
                     triples[doc.id] = doc.triples
                 if not todo:
                     return ChangeSet(unchanged=unchanged, kb_version=self._state.version)

@@ -39,7 +39,7 @@ def retrieved(
 
 
 def change(**fields: object) -> ChangeSet:
-    return ChangeSet(kb_version=2, **fields)  # type: ignore[arg-type]
+    return ChangeSet(kb_version=2, **fields)
 
 
 def remembered(memo: ContextMemo, key: str, item: Retrieved) -> ContextMemo:

@@ -13,7 +13,8 @@ TEXT = " ".join(WORDS)
 
 def split(size: int = 20, step: int = 15) -> list[StoredChunk]:
     """Chunks of ``size`` words overlapping by ``size - step``, with their offsets."""
-    chunks, start = [], 0
+    chunks: list[StoredChunk] = []
+    start = 0
     while True:
         part = " ".join(WORDS[start : start + size])
         chunks.append(StoredChunk(f"c{len(chunks)}", part, TEXT.index(part)))
