@@ -21,7 +21,7 @@ relativity"); leading determiners go.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from spacy.language import Language
 from spacy.tokens import Doc, Token
@@ -70,13 +70,20 @@ class TripleExtractor:
 
     def extract_chunks(self, doc_id: str, chunks: Sequence[tuple[str, str]]) -> list[Triple]:
         """Triples of each ``(chunk_id, text)`` chunk of a document, with provenance."""
-        texts = [prepare_text(text) for _, text in chunks]
-        triples: list[Triple] = []
-        for (chunk_id, _), doc in zip(
-            chunks, self.nlp.pipe(texts, batch_size=self._batch_size), strict=True
-        ):
+        return self.extract_documents({doc_id: chunks})[doc_id]
+
+    def extract_documents(
+        self, documents: Mapping[str, Sequence[tuple[str, str]]]
+    ) -> dict[str, list[Triple]]:
+        """``extract_chunks`` for several documents, parsed in one ``nlp.pipe`` stream so
+        that a change of many short documents still fills the parser's batches."""
+        items = [(doc_id, chunk) for doc_id, chunks in documents.items() for chunk in chunks]
+        texts = [prepare_text(text) for _, (_, text) in items]
+        triples: dict[str, list[Triple]] = {doc_id: [] for doc_id in documents}
+        parsed = self.nlp.pipe(texts, batch_size=self._batch_size)
+        for (doc_id, (chunk_id, _)), doc in zip(items, parsed, strict=True):
             for subject, predicate, obj in self._from_doc(doc):
-                triples.append(
+                triples[doc_id].append(
                     Triple(
                         subject=subject,
                         predicate=predicate,

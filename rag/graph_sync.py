@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from kg.extract import TripleExtractor
@@ -61,9 +61,15 @@ class GraphSync:
 
     def triples_of(self, doc_id: str) -> list[Triple]:
         """Supplied triples, then extracted ones with chunk provenance."""
-        triples = supplied_triples(doc_id, self.kb.supplied_triples(doc_id))
+        return self.triples_of_documents([doc_id])[doc_id]
+
+    def triples_of_documents(self, doc_ids: Sequence[str]) -> dict[str, list[Triple]]:
+        """``triples_of`` for several documents, their chunks parsed in one stream."""
+        triples = {d: supplied_triples(d, self.kb.supplied_triples(d)) for d in doc_ids}
         if self.extractor is not None:
-            triples += self.extractor.extract_chunks(doc_id, self.kb.chunk_texts(doc_id))
+            found = self.extractor.extract_documents({d: self.kb.chunk_texts(d) for d in doc_ids})
+            for doc_id, extracted in found.items():
+                triples[doc_id] += extracted
         return triples
 
     def apply(self, change: ChangeSet) -> None:
@@ -88,7 +94,7 @@ class GraphSync:
             changed = list(changed)
             # Read each document's state now: concurrent writes converge to the KB's latest.
             hashes = {d: self.kb.document_hash(d) for d in changed}
-            edges = {d: self.triples_of(d) for d in changed if hashes[d] is not None}
+            edges = self.triples_of_documents([d for d in changed if hashes[d] is not None])
             if edges:
                 self.graph.replace_documents(edges)
             for doc_id in removed:

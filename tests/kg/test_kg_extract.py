@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kg import TripleExtractor, load_nlp
+from tests.kg.kg_testdata import CORPUS
 
 
 @pytest.mark.parametrize(
@@ -96,3 +97,17 @@ def test_duplicates_within_a_text_are_dropped(extractor: TripleExtractor) -> Non
 def test_model_is_loaded_once_per_process(extractor: TripleExtractor) -> None:
     assert load_nlp() is load_nlp()
     assert extractor.nlp is load_nlp()
+
+
+def test_documents_in_one_stream_match_one_by_one(extractor: TripleExtractor) -> None:
+    together = extractor.extract_documents(CORPUS)
+    assert list(together) == list(CORPUS)
+    for doc_id, chunks in CORPUS.items():
+        assert together[doc_id] == extractor.extract_chunks(doc_id, chunks)
+    assert extractor.extract_documents({"empty": []}) == {"empty": []}
+
+
+def test_unused_components_are_skipped() -> None:
+    # Extraction never reads entities: the recognizer was over half of the parse time.
+    assert "ner" not in load_nlp().pipe_names
+    assert {"tagger", "parser", "lemmatizer"} <= set(load_nlp().pipe_names)

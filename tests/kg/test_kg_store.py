@@ -25,6 +25,27 @@ def test_same_entity_from_two_documents_is_one_node(graph: KnowledgeGraph) -> No
     assert [e.key for e in graph.search_entities("curie", 10)] == ["marie curie"]
 
 
+def test_each_distinct_text_is_embedded_once_per_change(
+    graph: KnowledgeGraph, counting_embed: CountingEmbed
+) -> None:
+    graph.replace_documents(
+        {
+            "a": supplied(
+                "a", ("Marie Curie", "born in", "Warsaw"), ("Marie Curie", "win", "Prize")
+            ),
+            "b": supplied("b", ("marie curie", "born in", "Warsaw")),
+        }
+    )
+    assert len(counting_embed.calls) == 1
+    texts = counting_embed.texts
+    assert len(texts) == len(set(texts))
+    assert texts.count("Warsaw") == 1
+    assert sum(t.lower() == "marie curie" for t in texts) == 1  # one node, one name
+    # Known nodes and triple texts are not embedded again by a later change.
+    graph.replace_document("c", supplied("c", ("Marie Curie", "born in", "Warsaw")))
+    assert len(counting_embed.calls) == 1
+
+
 def test_remove_keeps_shared_entities_and_drops_orphans(graph: KnowledgeGraph) -> None:
     graph.replace_document(
         "a",
