@@ -19,6 +19,19 @@ BLOCK = 128  # vLLM-CPU's KV block: only full blocks are reused
 QUESTION_TOKENS = BLOCK // 2
 
 
+def warm_tokens(prompt_tokens: int, prefix_tokens: int | None = None) -> int:
+    """The context's tokens in full blocks: what a warm prefix serves from cache. The
+    service reports a block-aligned prefix's length; otherwise it is estimated."""
+    if prefix_tokens:
+        return full_blocks(prefix_tokens, BLOCK)
+    return full_blocks(prompt_tokens - QUESTION_TOKENS, BLOCK)
+
+
+def is_hit(prompt_tokens: int, cached_tokens: int, prefix_tokens: int | None = None) -> bool:
+    """The service's own definition of a warm hit (``warmup.hits``)."""
+    return is_warm_hit(cached_tokens, warm_tokens(prompt_tokens, prefix_tokens))
+
+
 @dataclass(frozen=True)
 class RequestRecord:
     """One chat as the benchmark saw it (``t_s``: seconds since its phase began)."""
@@ -31,15 +44,16 @@ class RequestRecord:
     cached_tokens: int
     first_sight: bool = False
 
+    context_reused: bool = False
+    prefix_tokens: int | None = None
+
     @property
     def warm_tokens(self) -> int:
-        """The context's tokens in full blocks: what a warm prefix serves from cache."""
-        return full_blocks(self.prompt_tokens - QUESTION_TOKENS, BLOCK)
+        return warm_tokens(self.prompt_tokens, self.prefix_tokens)
 
     @property
     def hit(self) -> bool:
-        """The service's own definition of a warm hit (``warmup.hits``)."""
-        return is_warm_hit(self.cached_tokens, self.warm_tokens)
+        return is_hit(self.prompt_tokens, self.cached_tokens, self.prefix_tokens)
 
     @classmethod
     def from_chat(
@@ -53,6 +67,8 @@ class RequestRecord:
             prompt_tokens=int(body["cache"]["prompt_tokens"]),
             cached_tokens=int(body["cache"]["cached_tokens"]),
             first_sight=first_sight,
+            context_reused=bool(body["timings"].get("context_reused", False)),
+            prefix_tokens=body["cache"].get("prefix_tokens"),
         )
 
     def to_json(self) -> dict[str, Any]:

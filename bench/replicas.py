@@ -72,6 +72,8 @@ class PrefixTokens:
         self._builder = PromptBuilder()
 
     def full_block_tokens(self, body: dict[str, Any]) -> int:
+        if body["cache"].get("prefix_tokens"):  # counted by the service (block-aligned)
+            return full_blocks(body["cache"]["prefix_tokens"], BLOCK)
         passages = [Passage(**p, content_hash=text_hash(p["text"])) for p in body["passages"]]
         prefix = self._builder.prefix(passages, body["triples"])
         text = self._tokenizer.apply_chat_template(

@@ -148,14 +148,16 @@ def evaluate_service(
     prompt_k: int = 3,
     seconds: float = 0.0,
 ) -> Quality:
-    """warmrag's retrieval: ranks from its top ``RANK_DEPTH`` chunks; the prompt is the
-    first ``prompt_k`` passages (the service's ``top_k``), each as widened for the prompt
-    (``window``) when the passage carries one."""
+    """warmrag's retrieval: ranks from its top ``RANK_DEPTH`` chunks; the prompt is what
+    a chat's top ``prompt_k`` (the service's ``top_k``) shows, each passage as widened
+    for the prompt (``window``) when it carries one (windows of a top 3 merge
+    differently from those of a top 10, so it is retrieved as a chat would)."""
     rankings, prompts = [], []
     for q in questions:
         passages = retriever.retrieve(q.question, top_k=RANK_DEPTH).passages
         rankings.append([p.doc_id for p in passages])
-        prompts.append([getattr(p, "window", None) or p.text for p in passages[:prompt_k]])
+        shown = retriever.retrieve(q.question, top_k=prompt_k).passages
+        prompts.append([getattr(p, "window", None) or p.text for p in shown])
     return score(questions, rankings, prompts, seconds)
 
 

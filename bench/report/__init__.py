@@ -20,6 +20,7 @@ from bench.report.plots import (
     plot_ttft_distributions,
     rolling_hit_share,
 )
+from bench.report.real import real_targets
 from bench.report.targets import evaluate_targets
 
 __all__ = ["evaluate_targets", "rolling_hit_share", "write_report"]
@@ -28,7 +29,7 @@ __all__ = ["evaluate_targets", "rolling_hit_share", "write_report"]
 def write_report(results: dict[str, Any], out_dir: Path) -> list[Path]:
     """Write results.json, report.md and the plots into ``out_dir``; return the paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    targets = evaluate_targets(results)
+    targets = evaluate_targets(results) + real_targets(results)
     results = {**results, "targets": [t.to_json() for t in targets]}
     paths = [out_dir / "results.json", out_dir / "report.md"]
     paths[0].write_text(json.dumps(results, indent=1, allow_nan=True) + "\n")

@@ -10,6 +10,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from bench.report.real import real_markdown
 from bench.report.results import floor_p50
 from bench.report.targets import Target
 
@@ -200,6 +201,7 @@ def render_markdown(results: dict[str, Any], targets: Sequence[Target]) -> str:
             ],
         )
     lines += _scale_markdown(results.get("scale", {}))
+    lines += real_markdown(results.get("real", {}))
     lines += [
         "## Plots",
         "",

@@ -44,7 +44,7 @@ def _strategy(results: dict[str, Any], slug: str) -> dict[str, Any] | None:
 EARLY_S = 5.0  # a change-window request this soon after the ingest may beat its re-warm
 
 
-def _change_records(strategy: dict[str, Any], warm_before: bool = False) -> list[RequestRecord]:
+def change_records(strategy: dict[str, Any], warm_before: bool = False) -> list[RequestRecord]:
     """Requests to changed contexts (``warm_before``: only those warm before the change;
     results written before that was recorded count every request)."""
     return [
@@ -91,10 +91,10 @@ def evaluate_targets(results: dict[str, Any]) -> list[Target]:
             "" if hits >= 0.9 else _restart_miss_reason(ours),
         )
     )
-    changed, rewarmable = _change_records(ours), _change_records(ours, warm_before=True)
+    changed, rewarmable = change_records(ours), change_records(ours, warm_before=True)
     if rewarmable:
         share = summarize(rewarmable)["hit_share"]
-        plain_share = summarize(_change_records(plain))["hit_share"]
+        plain_share = summarize(change_records(plain))["hit_share"]
         targets.append(
             Target(
                 "change: requests to changed contexts on a re-warmed prefix",

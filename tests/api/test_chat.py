@@ -176,7 +176,10 @@ def test_a_repeated_question_reuses_its_context_until_a_change_moves_it(
     assert again["passages"] == first["passages"] and again["triples"] == first["triples"]
     assert again["cache"]["cached_tokens"] > 0
 
-    service.ingest({"id": "chess", "text": "Chess is played on a board of 64 squares."})
+    # Deleting a document the context does not use cannot move it.
+    (unused,) = {d["id"] for d in DOCS} - {p["doc_id"] for p in first["passages"]}
+    resp = service.client.delete(f"/admin/documents/{unused}", headers=service.admin())
+    assert resp.status_code == 200, resp.text
     assert service.chat(question)["timings"]["context_reused"]
 
     mars = {"id": "mars", "text": "Mars is the fourth planet and has two small moons."}

@@ -277,7 +277,7 @@ def test_service_evaluation_reads_windows_of_the_first_three_passages() -> None:
     }
     retriever = _Retriever(hits)
     quality = evaluate_service(retriever, QUESTIONS[:2])
-    assert retriever.top_k == [10, 10]
+    assert retriever.top_k == [10, 3, 10, 3]  # ranks from a top 10, the prompt a chat's
     assert [r.rank for r in quality.results] == [2, 2]
     assert [r.gold_text_in_prompt for r in quality.results] == [True, False]  # 4th is past 3
 

@@ -26,8 +26,13 @@ def real(ours_restart_ms: float, recall: float) -> dict[str, Any]:
     }  # fmt: skip
     return {
         "real": {
-            "corpus": {"sections": 3, "words": 900, "words_per_section": {"median": 300},
-                       "sources": 2, "asked_questions": 2},  # fmt: skip
+            "corpus": {
+                "sections": 3,
+                "words": 900,
+                "words_per_section": {"median": 300},
+                "sources": 2,
+                "asked_questions": 2,
+            },
             "floor": {"n": 3, "ttft_ms": [100.0, 110.0, 120.0]},
             "quality": quality,
             "strategies": {
