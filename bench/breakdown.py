@@ -6,7 +6,8 @@ the request to vLLM until its first token) and vLLM's own (its ``/metrics`` hist
 read before and after the request: queue, prefill, vLLM-side TTFT). What is left is
 glue: the HTTP hop and JSON from the client to warmrag (client - service TTFT) and from
 warmrag to vLLM (warmrag's LLM TTFT - vLLM's TTFT). A sample during which vLLM served
-any other request (a warmup prefill) is dropped: its histogram deltas are not its own.
+any other request (a warmup prefill) is marked and left out of the medians: its
+histogram deltas are not its own.
 """
 
 from __future__ import annotations
@@ -71,11 +72,11 @@ def measure(svc: Service, vllm_url: str, questions: Sequence[str]) -> list[dict[
         before = vllm_sums(vllm_url)
         client_ms, fields = ask_streaming(svc, question)
         after = vllm_sums(vllm_url)
-        if after.get("queue_count", 0) - before.get("queue_count", 0) != 1:
-            continue  # vLLM served something else meanwhile
         timings, cache = fields["timings"], fields["cache"]
         row = {
             "question": question,
+            # False: vLLM served something else meanwhile; its deltas are not this request's.
+            "alone": after.get("queue_count", 0) - before.get("queue_count", 0) == 1,
             "client_ttft_ms": round(client_ms, 2),
             **{k: timings[k] for k in ("ttft_ms", "retrieval_ms", "prompt_ms", "llm_ttft_ms")},
             "context_reused": timings["context_reused"],
@@ -107,7 +108,9 @@ PARTS = (
 
 
 def summarize_rows(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The median of each part, and how many rows were warm hits / reused contexts."""
+    """The median of each part over the requests vLLM served alone (all of them where
+    none was), and how many were warm hits / reused contexts."""
+    rows = [r for r in rows if r["alone"]] or list(rows)
     if not rows:
         return {"n": 0}
     return {

@@ -26,6 +26,7 @@ import shutil
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -65,12 +66,15 @@ VARIANTS: dict[str, dict[str, Any]] = {
 ANSWER_TOKENS = 48  # long enough to compare answers with and without alignment
 
 
-def run_real(vllm_url: str, work: Path, quick: bool, log: Log) -> dict[str, Any]:
-    """The whole section (the vLLM at ``vllm_url`` is shared with nothing else)."""
+def run_real(
+    vllm_url: str, work: Path, quick: bool, log: Log, result: dict[str, Any]
+) -> dict[str, Any]:
+    """The whole section (the vLLM at ``vllm_url`` is shared with nothing else), filled
+    into ``result`` step by step, so a failure keeps what was measured before it."""
     spec = RealSpec.quick() if quick else RealSpec.full()
     config = QUICK_CONFIG if quick else FULL_CONFIG
     workload = RealWorkload(spec)
-    result: dict[str, Any] = {"corpus": describe(workload), "strategies": {}}
+    result.update(corpus=describe(workload), spec=asdict(spec), strategies={})
     log(f"real corpus: {result['corpus']}")
     result["floor"] = measure_floor(vllm_url, workload, config)
     template = work / "real-template"

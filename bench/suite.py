@@ -21,6 +21,7 @@ import shlex
 import subprocess
 import sys
 import time
+import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, replace
@@ -159,7 +160,7 @@ def run_sections(
         # The ingest rate first, with both cores free of vLLM.
         results["real"] = {"ingest_rate": run_ingest_rate(args.quick, work, log)}
         with vllm_for(args.vllm_url, eager, kv_cache_gib=REAL_KV_GIB) as url:
-            results["real"].update(run_real(url, work, args.quick, log))
+            run_real(url, work, args.quick, log, results["real"])
 
 
 def source_commit() -> str:
@@ -206,6 +207,11 @@ def run(args: argparse.Namespace) -> Path:
     except KeyboardInterrupt:
         results["meta"]["interrupted"] = True
         log("interrupted: writing the report of what was measured so far")
+    except Exception as exc:  # a failed section must not lose the hour before it
+        results["meta"]["interrupted"] = True
+        results["meta"]["error"] = "".join(traceback.format_exception_only(exc)).strip()
+        log(f"failed: {results['meta']['error']}; writing the report of what was measured")
+        traceback.print_exc()
     results["strategies"] = dict(sorted(results["strategies"].items()))
     results["meta"]["duration_s"] = round(time.perf_counter() - started, 1)
     out = args.out / stamp
