@@ -24,7 +24,7 @@ from pathlib import Path
 
 from bench.asciidoc import parse_sections, question_for
 from bench.retrieval_quality import GoldQuestion
-from bench.workload import Topic, zipf_stream
+from bench.workload import Topic, request_streams
 from rag.models import doc_id_problem
 from rag.query_text import normalize_query
 
@@ -51,8 +51,12 @@ def ensure_package(root: Path = DOC_ROOT) -> None:
     """Install ``git-doc`` when its sources are missing (the benchmark runs as root)."""
     if (root / "user-manual.txt").exists():
         return
+    install = ["apt-get", "install", "-y", "--no-install-recommends", PACKAGE]
     try:
-        subprocess.run(["apt-get", "install", "-y", PACKAGE], check=True, capture_output=True)
+        if subprocess.run(install, capture_output=True).returncode != 0:
+            # A fresh machine has no package lists yet.
+            subprocess.run(["apt-get", "update"], check=True, capture_output=True)
+            subprocess.run(install, check=True, capture_output=True)
     except (OSError, subprocess.CalledProcessError) as exc:
         detail = getattr(exc, "stderr", b"") or b""
         raise RuntimeError(
@@ -223,14 +227,7 @@ class RealWorkload:
             )
         self.towns = sorted(chosen, key=lambda s: order[s.id])
         self.question_towns = sorted(asked, key=lambda s: order[s.id])
-        stream = zipf_stream(
-            self.questions,
-            spec.steady_requests + spec.restart_requests,
-            spec.zipf_s,
-            seed=spec.seed + 4,
-        )
-        self.steady = stream[: spec.steady_requests]
-        self.restart = stream[spec.steady_requests :]
+        self.steady, self.restart = request_streams(self.questions, spec)
 
     @property
     def questions(self) -> list[str]:

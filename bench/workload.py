@@ -153,6 +153,25 @@ def zipf_stream(questions: list[str], length: int, s: float = 1.1, seed: int = 1
     return [paraphrase(q, rng) for q in rng.choices(order, weights=weights, k=length)]
 
 
+class StreamSpec(Protocol):
+    @property
+    def steady_requests(self) -> int: ...
+    @property
+    def restart_requests(self) -> int: ...
+    @property
+    def zipf_s(self) -> float: ...
+    @property
+    def seed(self) -> int: ...
+
+
+def request_streams(questions: list[str], spec: StreamSpec) -> tuple[list[str], list[str]]:
+    """The steady stream, then the after-restart one: one Zipf draw, split."""
+    stream = zipf_stream(
+        questions, spec.steady_requests + spec.restart_requests, spec.zipf_s, seed=spec.seed + 4
+    )
+    return stream[: spec.steady_requests], stream[spec.steady_requests :]
+
+
 def unrelated_document() -> dict[str, object]:
     """A document no town question retrieves: its ingest must not touch any warm entry."""
     text = (
@@ -198,14 +217,7 @@ class Workload:
         if not 0 < spec.question_towns <= spec.towns:
             raise ValueError("question_towns must be between 1 and towns")
         self.towns = towns(spec.towns, spec.seed)
-        stream = zipf_stream(
-            self.questions,
-            spec.steady_requests + spec.restart_requests,
-            spec.zipf_s,
-            seed=spec.seed + 4,
-        )
-        self.steady = stream[: spec.steady_requests]
-        self.restart = stream[spec.steady_requests :]
+        self.steady, self.restart = request_streams(self.questions, spec)
 
     @property
     def question_towns(self) -> list[Town]:

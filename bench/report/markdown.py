@@ -12,6 +12,7 @@ from typing import Any
 
 from bench.report.real import real_markdown
 from bench.report.results import floor_p50
+from bench.report.tables import table as _table
 from bench.report.targets import Target
 
 
@@ -45,14 +46,6 @@ def _cycles_markdown(strategies: dict[str, Any]) -> list[str]:
         "",
         *_table(["strategy", "scenario", "cycles"], rows),
     ]
-
-
-def _row(cells: Sequence[object]) -> str:
-    return "| " + " | ".join(str(c) for c in cells) + " |"
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
-    return [_row(header), _row(["---"] * len(header)), *(_row(r) for r in rows), ""]
 
 
 def _ms(value: float) -> str:

@@ -10,6 +10,7 @@ from typing import Any
 
 from bench.measure import RequestRecord, summarize
 from bench.report.results import floor_p50, request_records
+from bench.report.tables import table as _table
 from bench.report.targets import OURS, PLAIN, Target, change_records
 
 RESTART_FIRST = 100
@@ -123,14 +124,6 @@ def _warm_why(real: dict[str, Any]) -> str:
         f"{hits['queue_ms']:.0f} + prefill {hits['prefill_ms']:.0f} ms "
         f"({hits['prompt_tokens'] - hits['cached_tokens']:.0f} tokens computed)"
     )
-
-
-def _row(cells: Sequence[object]) -> str:
-    return "| " + " | ".join(str(c) for c in cells) + " |"
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
-    return [_row(header), _row(["---"] * len(header)), *(_row(r) for r in rows), ""]
 
 
 def real_markdown(real: dict[str, Any]) -> list[str]:
