@@ -132,7 +132,9 @@ def service(vllm_url: str, data_dir: Path, **overrides: Any) -> Iterator[Service
     values.update(overrides)
     server = ThreadedServer(create_app(Settings(**values), embedder=shared_embedder()))
     server.start()
-    client = httpx.Client(base_url=server.url, timeout=300)
+    # A warmup cycle on cold ~1.3k-token contexts runs for minutes here (64 prefills of
+    # ~5 s each); the run waits for it rather than failing half-way.
+    client = httpx.Client(base_url=server.url, timeout=1800)
     try:
         yield Service(server, client)
     finally:
