@@ -153,7 +153,9 @@ class Services:
             "data_dir": self.data_dir,
             "admin_token": ADMIN_TOKEN,
             "seed_sample_kb": False,
-            "max_tokens": 24,
+            # Caching, warmup and TTFT are what these tests check; a short answer still
+            # streams, and each token more is a CPU decode step in every real chat.
+            "max_tokens": 8,
             "served_model_name": MODEL_NAME,
             # Detection runs when a test asks (POST /admin/warmup), not on a timer.
             "warmup_debounce_s": 3600.0,
