@@ -11,7 +11,7 @@ from typing import Protocol
 
 import anyio
 
-from rag.context_memo import ContextMemo, Retrieved
+from rag.context_memo import ContextMemo, Retrieved, retrieve_context
 from rag.llm import (
     LLMBadResponseError,
     LLMEngine,
@@ -176,14 +176,6 @@ class ChatEngine:
         self.memo_top_k = memo_top_k
         self.activity = ChatActivity()
 
-    def _retrieve(self, question: str, top_k: int) -> tuple[Retrieved, float]:
-        """Retrieval, then the prefix (which may ask vLLM for its token count), in a
-        worker thread; also the milliseconds the prefix took."""
-        retrieval = self.retriever.retrieve(question, top_k)
-        started = time.perf_counter()
-        prefix = self.builder.prefix(retrieval.passages, retrieval.triples)
-        return Retrieved(retrieval, prefix), _ms(started)
-
     async def context(self, question: str, top_k: int) -> tuple[Retrieved, Timings]:
         """The question's retrieval and prefix: remembered, or retrieved now (and then
         remembered unless a change landed meanwhile). Timings hold the first three parts."""
@@ -195,7 +187,9 @@ class ChatEngine:
             self.metrics.context_memo.labels("reused").inc()
             return remembered, Timings(_ms(started), 0.0, 0.0, context_reused=True)
         generation = memo.generation if memo is not None else 0
-        found, prompt_ms = await anyio.to_thread.run_sync(self._retrieve, question, top_k)
+        found, prompt_ms = await anyio.to_thread.run_sync(
+            retrieve_context, self.retriever, self.builder, question, top_k
+        )
         if memo is not None:
             memo.put(key, generation, found)
         self.metrics.context_memo.labels("retrieved").inc()

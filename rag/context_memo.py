@@ -22,6 +22,7 @@ out): each item is a whole prompt prefix, a few KB.
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -29,8 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from rag.models import ChangeSet
-from rag.prompt import PromptPrefix
-from rag.retriever import Retrieval
+from rag.prompt import PromptBuilder, PromptPrefix
+from rag.retriever import Retrieval, Retriever
 
 #: Stored scores are rounded to 6 places: a chunk that ties the k-th passage (e.g. that
 #: very passage) must not count as entering.
@@ -38,6 +39,23 @@ SCORE_EPSILON = 1e-5
 
 #: The vectors of the facts the graph now holds for these documents, (n, dim).
 FactVectors = Callable[[Sequence[str]], np.ndarray]
+
+
+def retrieve_context(
+    retriever: Retriever,
+    builder: PromptBuilder,
+    question: str,
+    top_k: int,
+    embedding: np.ndarray | None = None,
+) -> tuple[Retrieved, float]:
+    """A question's retrieval and the prefix the one prompt builder renders from it, as
+    chats and warmup both resolve a context; also the milliseconds the prefix took.
+    Blocking (embedding, search, and the prefix's token count may ask vLLM): call it in
+    a worker thread."""
+    retrieval = retriever.retrieve(question, top_k, embedding)
+    started = time.perf_counter()
+    prefix = builder.prefix(retrieval.passages, retrieval.triples)
+    return Retrieved(retrieval, prefix), round((time.perf_counter() - started) * 1000, 2)
 
 
 def kth_score(retrieval: Retrieval) -> float | None:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import anyio
 import numpy as np
 
-from rag.context_memo import ContextMemo, Retrieved
+from rag.context_memo import ContextMemo, Retrieved, retrieve_context
 from rag.models import ChangeSet
 from rag.prompt import PromptBuilder, PromptPrefix
 from rag.retriever import Retriever
@@ -58,19 +58,18 @@ class ContextResolver:
         if record is None or embedding is None:
             return None
         generation = self.memo.generation
-        found = await anyio.to_thread.run_sync(self._retrieve, record.text, embedding)
+        found, _ = await anyio.to_thread.run_sync(
+            retrieve_context, self.retriever, self.builder, record.text, self.top_k, embedding
+        )
         self.memo.put(key, generation, found)
         return found
 
-    def _retrieve(self, question: str, embedding: np.ndarray | None = None) -> Retrieved:
-        """Retrieval and prefix, in a worker thread (the prefix may ask vLLM for its
-        token count, to align it to whole KV blocks)."""
-        retrieval = self.retriever.retrieve(question, self.top_k, embedding)
-        return Retrieved(retrieval, self.builder.prefix(retrieval.passages, retrieval.triples))
-
     async def prefix_for(self, question: str) -> PromptPrefix:
         """The prefix for a question that is not stored (it is embedded now)."""
-        return (await anyio.to_thread.run_sync(self._retrieve, question)).prefix
+        found, _ = await anyio.to_thread.run_sync(
+            retrieve_context, self.retriever, self.builder, question, self.top_k
+        )
+        return found.prefix
 
     async def embed(self, questions: Sequence[str]) -> np.ndarray:
         """(n, dim) vectors, as a chat's retrieval would embed these questions."""
