@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Callable, Sequence
 
-from rag.alignment import PAD_UNIT, BlockAligner, padded
+import httpx
+
+from rag.alignment import PAD_UNIT, BlockAligner, VLLMTokenCounter, padded
 from rag.prompt import PromptBuilder
 
 Message = dict[str, str]
@@ -60,3 +63,39 @@ def test_the_prompt_builder_aligns_its_prefix() -> None:
     assert content.startswith(PromptBuilder().prefix([]).messages[0]["content"])
     assert (len(content.split()) + 5) % 64 == 0 and prefix.tokens == len(content.split()) + 5
     assert padded("x", 0) == "x"
+
+
+def counter_with(handler: Callable[[httpx.Request], httpx.Response]) -> VLLMTokenCounter:
+    counter = VLLMTokenCounter("http://vllm.test", "model")
+    counter._http = httpx.Client(
+        base_url="http://vllm.test", transport=httpx.MockTransport(handler)
+    )
+    return counter
+
+
+def test_a_vllm_without_tokenize_is_asked_once_and_prefixes_stay_unaligned() -> None:
+    calls: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request.url.path)
+        return httpx.Response(404)
+
+    aligner = BlockAligner(counter_with(handler), block_size=16)
+    assert aligner.align("a") == ("a", None) and aligner.align("b") == ("b", None)
+    assert calls == ["/tokenize"]
+
+
+def test_a_vllm_that_is_down_leaves_the_prefix_unaligned_until_it_answers() -> None:
+    up = False
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if not up:
+            raise httpx.ConnectError("connection refused", request=request)
+        words = len(json.loads(request.content)["messages"][0]["content"].split())
+        return httpx.Response(200, json={"count": words + 5})
+
+    aligner = BlockAligner(counter_with(handler), block_size=16)
+    assert aligner.align("one two") == ("one two", None)  # served, unaligned, not remembered
+    up = True
+    aligned, tokens = aligner.align("one two")
+    assert tokens == 16 and aligned.startswith("one two")
