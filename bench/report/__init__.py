@@ -34,6 +34,8 @@ def write_report(results: dict[str, Any], out_dir: Path) -> list[Path]:
     paths = [out_dir / "results.json", out_dir / "report.md"]
     paths[0].write_text(json.dumps(results, indent=1, allow_nan=True) + "\n")
     paths[1].write_text(render_markdown(results, targets))
+    if not results.get("strategies"):
+        return paths  # the plots draw the main section, which did not run
     for name, plot in (
         ("ttft_steady.png", plot_ttft_distributions),
         ("hit_rate_over_time.png", plot_hit_rate),

@@ -6,12 +6,12 @@ Apart from the targets and the plots: this is layout only, it judges and draws n
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
 from bench.report.real import real_markdown
 from bench.report.results import floor_p50
+from bench.report.tables import change_table, ms, pct
 from bench.report.tables import table as _table
 from bench.report.targets import Target
 
@@ -48,14 +48,6 @@ def _cycles_markdown(strategies: dict[str, Any]) -> list[str]:
     ]
 
 
-def _ms(value: float) -> str:
-    return "-" if value is None or math.isnan(value) else f"{value:.0f}"
-
-
-def _pct(value: float) -> str:
-    return "-" if value is None or math.isnan(value) else f"{value:.0%}"
-
-
 def render_markdown(results: dict[str, Any], targets: Sequence[Target]) -> str:
     meta = results.get("meta", {})
     strategies = results.get("strategies", {})
@@ -79,18 +71,43 @@ def render_markdown(results: dict[str, Any], targets: Sequence[Target]) -> str:
             for t in targets
         ],
     )
-    lines += ["## Steady state (whole stream, each strategy from a reset prefix cache)", ""]
+    if not strategies:
+        lines += ["## Steady state, restart, change", "", "Skipped: not among the sections run", ""]
+    else:
+        lines += _main_markdown(results)
+    lines += _pressure_markdown(results.get("pressure", {}))
+    lines += _scale_markdown(results.get("scale", {}))
+    lines += real_markdown(results.get("real", {}))
+    if not strategies:
+        return "\n".join(lines)
+    lines += [
+        "## Plots",
+        "",
+        "![TTFT per strategy](ttft_steady.png)",
+        "",
+        "![Hit share over time](hit_rate_over_time.png)",
+        "",
+        "![TTFT after a change](ttft_after_change.png)",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _main_markdown(results: dict[str, Any]) -> list[str]:
+    """The main section: steady state, floor, restart, change and the warmup cycles."""
+    strategies = results["strategies"]
+    lines = ["## Steady state (whole stream, each strategy from a reset prefix cache)", ""]
     rows = []
     for s in strategies.values():
         sm, fs, st = s["steady"]["summary"], s["steady"]["first_sight"], s["steady"]["after_stream"]
         rows.append(
             [
                 s["strategy"],
-                _ms(sm["ttft_p50_ms"]),
-                _ms(sm["ttft_p95_ms"]),
-                _ms(sm["ttft_p99_ms"]),
-                _pct(sm["hit_share"]),
-                f"{_pct(fs['hit_share'])} of {fs['n']}",
+                ms(sm["ttft_p50_ms"]),
+                ms(sm["ttft_p95_ms"]),
+                ms(sm["ttft_p99_ms"]),
+                pct(sm["hit_share"]),
+                f"{pct(fs['hit_share'])} of {fs['n']}",
                 st["warm_prefill_tokens"],
                 _kv_share(st),
             ]
@@ -122,59 +139,23 @@ def render_markdown(results: dict[str, Any], targets: Sequence[Target]) -> str:
             [
                 s["strategy"],
                 f"{s['restart']['ready_s']:.1f}",
-                _ms(s["restart"]["summary"]["ttft_p50_ms"]),
-                _ms(s["restart"]["summary"]["ttft_p95_ms"]),
-                _ms(s["restart"]["summary"]["ttft_p99_ms"]),
-                _pct(s["restart"]["summary"]["hit_share"]),
+                ms(s["restart"]["summary"]["ttft_p50_ms"]),
+                ms(s["restart"]["summary"]["ttft_p95_ms"]),
+                ms(s["restart"]["summary"]["ttft_p99_ms"]),
+                pct(s["restart"]["summary"]["hit_share"]),
                 s["restart"]["state"]["warm_entries"] or "-",
             ]
             for s in strategies.values()
         ],
     )
     lines += ["## Knowledge-base change (requests to the changed contexts in the window after)", ""]
-    rows = []
-    for s in strategies.values():
-        for c in s.get("change", []):
-            rows.append(
-                [
-                    s["strategy"],
-                    c["label"],
-                    _na(c["entries_affected_truth"]),
-                    _na(c.get("entries_holding_changed_doc")),
-                    _na(c["entries_detected"]),
-                    _na(c["entries_rewarmed"]),
-                    _na(c.get("new_contexts_warm")),
-                    _na(c["rewarm_prefill_tokens"]),
-                    _na(c["predicted_prefill_tokens"]),
-                    _na(c["detection_ms"]),
-                    _ms(c["summary"]["ttft_p50_ms"]),
-                    _pct(c["summary"]["hit_share"]),
-                    _pct(c.get("warm_before", {}).get("hit_share", math.nan)),
-                    c["summary"]["n"],
-                ]
-            )
-    lines += _table(
-        [
-            "strategy",
-            "change",
-            "entries whose context changed",
-            "entries holding a changed doc",
-            "detected",
-            "re-warmed",
-            "new contexts warm",
-            "re-warm prefill tokens",
-            "predicted-query prefill",
-            "detection ms",
-            "TTFT p50 ms",
-            "warm hits",
-            "hits where warm before",
-            "requests",
-        ],
-        rows,
-    )
+    lines += change_table(strategies)
     lines += _cycles_markdown(strategies)
-    pressure = results.get("pressure", {})
-    lines += ["## Pressure (KV cache smaller than the working set)", ""]
+    return lines
+
+
+def _pressure_markdown(pressure: dict[str, Any]) -> list[str]:
+    lines = ["## Pressure (KV cache smaller than the working set)", ""]
     if pressure.get("skipped"):
         lines += [f"Skipped: {pressure['skipped']}", ""]
     elif pressure:
@@ -184,28 +165,16 @@ def render_markdown(results: dict[str, Any], targets: Sequence[Target]) -> str:
             [
                 [
                     s["strategy"],
-                    _ms(s["steady"]["summary"]["ttft_p50_ms"]),
-                    _ms(s["steady"]["summary"]["ttft_p95_ms"]),
-                    _ms(s["steady"]["summary"]["ttft_p99_ms"]),
-                    _pct(s["steady"]["summary"]["hit_share"]),
+                    ms(s["steady"]["summary"]["ttft_p50_ms"]),
+                    ms(s["steady"]["summary"]["ttft_p95_ms"]),
+                    ms(s["steady"]["summary"]["ttft_p99_ms"]),
+                    pct(s["steady"]["summary"]["hit_share"]),
                     s["steady"]["after_stream"]["warm_prefill_tokens"],
                 ]
                 for s in pressure.get("strategies", {}).values()
             ],
         )
-    lines += _scale_markdown(results.get("scale", {}))
-    lines += real_markdown(results.get("real", {}))
-    lines += [
-        "## Plots",
-        "",
-        "![TTFT per strategy](ttft_steady.png)",
-        "",
-        "![Hit share over time](hit_rate_over_time.png)",
-        "",
-        "![TTFT after a change](ttft_after_change.png)",
-        "",
-    ]
-    return "\n".join(lines)
+    return lines
 
 
 def _kv_share(state: dict[str, Any]) -> str:
@@ -215,10 +184,6 @@ def _kv_share(state: dict[str, Any]) -> str:
     if not capacity:
         return "-"
     return f"{state['warm_tokens']} tokens ({state['warm_tokens'] / capacity:.0%})"
-
-
-def _na(value: object) -> str:
-    return "-" if value is None else str(value)
 
 
 def _scale_markdown(scale: dict[str, Any]) -> list[str]:

@@ -61,6 +61,8 @@ def evaluate_targets(results: dict[str, Any]) -> list[Target]:
     ours, plain = _strategy(results, OURS), _strategy(results, PLAIN)
     targets: list[Target] = []
     if ours is None or plain is None:
+        if not results.get("strategies"):
+            return []  # the main section did not run (``--only`` others)
         return [Target("all", "strategies 1 and 4 ran", "missing", None, "not in this run")]
     floor = floor_p50(results)
     retrieval = ours["restart"]["summary"]["retrieval_p50_ms"]
