@@ -1,4 +1,14 @@
-"""Command line: ``python -m api serve`` and ``python -m api ingest FILES...``."""
+"""``warmrag``: run the service, and operate a running one from a terminal.
+
+``serve`` runs the service here; every other command talks to a running service over its
+HTTP API (``--url``, or ``WARMRAG_URL``, default ``http://WARMRAG_HOST:WARMRAG_PORT``),
+with the admin token from ``WARMRAG_ADMIN_TOKEN`` and an API key, where the service wants
+one, from ``WARMRAG_API_KEY``. Exit status: 0 when everything asked for was done, 1 when
+something failed, 2 for bad input (nothing is sent then).
+
+Typer builds the commands, their ``--help`` and argument checks from the signatures;
+rich draws the progress bar and the tables.
+"""
 
 from __future__ import annotations
 
@@ -17,37 +27,79 @@ os.environ.setdefault(
     ),
 )
 
-import argparse
-import logging
+import subprocess
 import sys
-from collections.abc import Iterator, Sequence
-from itertools import islice
+from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Annotated
 
-import httpx
-from asgi_correlation_id import CorrelationIdFilter
-from tqdm import tqdm
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
+from api.client import ServiceError, WarmragClient
 from api.config import Settings
+from api.logs import configure_logging
+from api.schemas import ChatResponse, IngestResponse
 from rag.models import DocumentIn
-from rag.sample import SUPPORTED_SUFFIXES, DocumentFileError, documents_from_file
+from rag.sample import SUPPORTED_SUFFIXES, DocumentFileError, SourceFile, read_sources
 
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(correlation_id)s]: %(message)s"
-
-
-def configure_logging() -> None:
-    """One format for warmrag's and uvicorn's lines, each with its request's id (``-``
-    outside a request), the id that the response's ``X-Request-ID`` header carries."""
-    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(CorrelationIdFilter(default_value="-"))
+app = typer.Typer(
+    name="warmrag",
+    help="Run warmrag, and operate a running warmrag from a terminal.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
 
 
-def serve(settings: Settings) -> None:
+def _out() -> Console:
+    """Standard output, made per command so that its width is the terminal's (or
+    ``COLUMNS``) at the time."""
+    return Console(highlight=False)
+
+
+def _err() -> Console:
+    return Console(stderr=True, highlight=False)
+
+
+UrlOption = Annotated[
+    str | None,
+    typer.Option(
+        "--url",
+        envvar="WARMRAG_URL",
+        help="The service's URL (default: http://WARMRAG_HOST:WARMRAG_PORT).",
+        show_default=False,
+    ),
+]
+
+
+def _client(url: str | None) -> WarmragClient:
+    settings = Settings()
+    token = settings.admin_token.get_secret_value() if settings.admin_token else None
+    return WarmragClient(
+        url or f"http://{settings.host}:{settings.port}",
+        admin_token=token,
+        api_key=os.environ.get("WARMRAG_API_KEY") or None,
+    )
+
+
+def _fail(message: str, code: int = 1) -> typer.Exit:
+    _err().print(f"[red]error:[/red] {message}", soft_wrap=True)
+    return typer.Exit(code)
+
+
+@app.command()
+def serve() -> None:
+    """Run the service (settings from WARMRAG_* variables)."""
     import uvicorn
 
     from api.main import create_app
 
+    settings = Settings()
+    configure_logging(settings.log_format)
     # log_config=None: uvicorn's loggers propagate to the root handler configured above.
     uvicorn.run(
         create_app(settings),
@@ -58,98 +110,265 @@ def serve(settings: Settings) -> None:
     )
 
 
-def _expand(paths: Sequence[str]) -> list[tuple[Path, Path]]:
-    """Each file to read with the root its id is relative to: a folder given (searched
-    recursively), or the folder of a file given."""
-    files: list[tuple[Path, Path]] = []
-    for raw in paths:
-        path = Path(raw)
-        if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if p.suffix.lower() in SUPPORTED_SUFFIXES)
-            files.extend((p, path) for p in found if p.is_file())
-        elif path.is_file():
-            files.append((path, path.parent))
-        else:
-            raise DocumentFileError(f"{path}: no such file or folder")
-    return files
+# ----- ingest ---------------------------------------------------------------------------
 
 
-def read_documents(paths: Sequence[str]) -> list[DocumentIn]:
-    """Every document in ``paths``, validated; ``DocumentFileError`` for a bad file or line,
-    or for two documents with one id (e.g. ``a/x.md`` given as two roots' ``x.md``)."""
-    docs: list[DocumentIn] = []
-    sources: dict[str, Path] = {}
-    for file, root in _expand(paths):
-        for doc in documents_from_file(file, root):
-            if doc.id in sources:
-                raise DocumentFileError(
-                    f"{file}: document id {doc.id!r} is also the id of a document in "
-                    f"{sources[doc.id]}; give their common folder instead"
-                )
-            sources[doc.id] = file
-            docs.append(doc)
-    return docs
+class IngestTally:
+    """Each file's outcome as batches of its documents come back; a file's documents may
+    span requests (a large .jsonl), and one request may hold several files."""
+
+    NAMES = ("added", "updated", "unchanged")
+
+    def __init__(self, sources: Sequence[SourceFile]) -> None:
+        self.sources = list(sources)
+        self.owner = {d.id: s.path for s in sources for d in s.documents}
+        self.counts: dict[Path, Counter[str]] = {s.path: Counter() for s in sources}
+        self.failed: dict[Path, str] = {}
+
+    def add(self, result: IngestResponse) -> None:
+        for name in self.NAMES:
+            for doc_id in getattr(result, name):
+                self.counts[self.owner[doc_id]][name] += 1
+
+    def fail(self, batch: Sequence[DocumentIn], problem: str) -> None:
+        for doc in batch:
+            self.failed[self.owner[doc.id]] = problem
+
+    def totals(self) -> str:
+        total = sum(self.counts.values(), Counter())
+        return ", ".join(f"{name} {total[name]}" for name in self.NAMES)
+
+    def table(self, note: str = "not sent") -> Table:
+        """One row per file: invalid, failed, what it did, or ``note`` when not sent."""
+        table = Table("file", "documents", "outcome", title="ingest")
+        for source in self.sources:
+            counts = self.counts[source.path]
+            done = ", ".join(f"{n} {counts[n]}" for n in self.NAMES if counts[n])
+            if source.error:
+                outcome = "[red]invalid[/red]"
+            elif source.path in self.failed:
+                then = f"{done}, then " if done else ""
+                outcome = f"{then}[red]failed[/red]: {self.failed[source.path]}"
+            else:
+                outcome = done or note
+            table.add_row(str(source.path), str(len(source.documents)), outcome)
+        return table
 
 
-def _batches(docs: Iterator[DocumentIn], size: int) -> Iterator[list[DocumentIn]]:
-    while batch := list(islice(docs, size)):
-        yield batch
+@app.command()
+def ingest(
+    paths: Annotated[
+        list[Path],
+        typer.Argument(
+            help=f"Files or folders (searched recursively for {', '.join(SUPPORTED_SUFFIXES)})."
+        ),
+    ],
+    url: UrlOption = None,
+    batch_size: Annotated[int, typer.Option(min=1, help="Documents per request.")] = 32,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Read and check every file; send nothing.")
+    ] = False,
+    keep_going: Annotated[
+        bool,
+        typer.Option("--keep-going", help="Send the valid files even when some are invalid."),
+    ] = False,
+) -> None:
+    """Send documents to the service.
 
-
-def ingest(settings: Settings, paths: Sequence[str], url: str | None, batch_size: int) -> int:
-    """Send files to a running server's ``/admin/documents`` in batches, with progress."""
-    token = settings.admin_token.get_secret_value() if settings.admin_token else None
-    if not token:
-        print("error: set WARMRAG_ADMIN_TOKEN to the server's admin token", file=sys.stderr)
-        return 2
-    base = url or f"http://{settings.host}:{settings.port}"
-    totals = {"added": 0, "updated": 0, "unchanged": 0}
-    # Read and validate everything first: a bad line fails before anything is sent.
-    docs = read_documents(paths)
+    A file's document id is its path below the folder given (a file given alone: its
+    name). Every file is read and checked first: an invalid one stops the run before
+    anything is sent, unless --keep-going."""
+    try:
+        sources = read_sources(paths)
+    except DocumentFileError as exc:
+        raise _fail(str(exc), 2) from None
+    tally = IngestTally(sources)
+    invalid = [s for s in sources if s.error]
+    for source in invalid:
+        _err().print(f"invalid: {source.error}", soft_wrap=True, markup=False)
+    if dry_run or (invalid and not keep_going):
+        _out().print(tally.table("would send" if not invalid or keep_going else "not sent"))
+        if invalid:
+            raise _fail(f"{len(invalid)} of {len(sources)} files are invalid; nothing was sent", 2)
+        return
+    docs = [d for s in sources for d in s.documents]
+    failed: str | None = None
     with (
-        httpx.Client(
-            base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=600
-        ) as client,
-        tqdm(total=len(docs), unit="doc", desc="ingest") as bar,
+        _client(url) as client,
+        Progress(
+            TextColumn("ingest"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=_err(),
+        ) as bar,
     ):
-        for batch in _batches(iter(docs), batch_size):
-            body = {"documents": [d.model_dump() for d in batch]}
+        task = bar.add_task("ingest", total=len(docs))
+        for start in range(0, len(docs), batch_size):
+            batch = docs[start : start + batch_size]
             try:
-                resp = client.post("/admin/documents", json=body)
-            except httpx.HTTPError as exc:
-                print(f"\nerror: cannot reach warmrag at {base}: {exc}", file=sys.stderr)
-                return 1
-            if resp.status_code != 200:
-                print(f"\nerror {resp.status_code}: {resp.text}", file=sys.stderr)
-                return 1
-            result = resp.json()
-            for key in totals:
-                totals[key] += len(result[key])
-            bar.update(len(batch))
-            bar.set_postfix(totals, kb_version=result["kb_version"])
-    print(f"added {totals['added']}, updated {totals['updated']}, unchanged {totals['unchanged']}")
-    return 0
+                tally.add(client.ingest(batch))
+            except ServiceError as exc:
+                failed = str(exc)
+                tally.fail(batch, failed)
+                break
+            bar.advance(task, len(batch))
+    _out().print(tally.table())
+    _out().print(tally.totals())
+    if failed:
+        raise _fail(failed)
+    if invalid:
+        raise _fail(f"{len(invalid)} of {len(sources)} files are invalid and were not sent")
+
+
+# ----- other admin commands ---------------------------------------------------------------
+
+
+@app.command()
+def delete(
+    ids: Annotated[list[str], typer.Argument(help="Document ids, as `documents` lists them.")],
+    url: UrlOption = None,
+) -> None:
+    """Delete documents (their chunks, triples and warm prefixes with them)."""
+    out = _out()
+    table = Table("document", "outcome", title="delete")
+    missing = 0
+    with _client(url) as client:
+        for doc_id in ids:
+            try:
+                result = client.delete(doc_id)
+            except ServiceError as exc:
+                out.print(table)  # what was deleted before the failure
+                raise _fail(str(exc)) from None
+            if result is None:
+                missing += 1
+                table.add_row(doc_id, "[red]no such document[/red]")
+            else:
+                table.add_row(doc_id, f"deleted ({result.removed_chunks} chunks)")
+    out.print(table)
+    if missing:
+        raise _fail(f"{missing} of {len(ids)} documents were not found")
+
+
+@app.command()
+def warm(url: UrlOption = None) -> None:
+    """Run a warmup cycle now: what was warmed, extended and retired."""
+    out = _out()
+    with _client(url) as client:
+        try:
+            reports = client.warm()
+        except ServiceError as exc:
+            raise _fail(str(exc)) from None
+    table = Table("cycle", "checked", "warmed", "extended", "retired", "prefill tokens", "ms")
+    for r in reports:
+        table.add_row(
+            r.kind.value,
+            str(r.entries_checked),
+            str(r.rewarmed),
+            str(r.extended),
+            str(r.retired),
+            str(r.prefill_tokens),
+            f"{r.total_ms:.0f}",
+        )
+    out.print(table)
+
+
+@app.command()
+def status(url: UrlOption = None) -> None:
+    """Readiness, knowledge base, warm registry, hit rate and the next scheduled jobs."""
+    out = _out()
+    with _client(url) as client:
+        try:
+            ready = client.ready()
+            hit_ratio = client.metric("warmrag_warmup_hit_ratio")
+            registry = client.registry() if client.admin_token else None
+        except ServiceError as exc:
+            raise _fail(str(exc)) from None
+    state = "[green]ready[/green]" if ready.ready else f"[yellow]{ready.phase}[/yellow]"
+    out.print(f"service    {state}" + (f" ({ready.detail})" if ready.detail else ""))
+    extra = ready.extra
+    out.print(f"documents  {extra.get('documents', '?')} (version {extra.get('kb_version', '?')})")
+    out.print(f"hit rate   {'-' if hit_ratio is None else f'{hit_ratio:.0%}'} of chats since start")
+    if registry is None:
+        out.print("registry   (set WARMRAG_ADMIN_TOKEN to see it)")
+    else:
+        budget = f" of {registry.budget.max_tokens}" if registry.budget else ""
+        out.print(
+            f"registry   {len(registry.entries)} entries, {registry.warm_tokens}{budget} tokens"
+            f" warm, {registry.pending_changes} changes pending"
+        )
+        for job in registry.jobs:
+            out.print(f"job        {job.id}: next {job.next_run_time or 'paused'}")
+    if not ready.ready:
+        raise typer.Exit(1)
+
+
+@app.command()
+def ask(
+    question: Annotated[str, typer.Argument(help="The question.")],
+    url: UrlOption = None,
+    top_k: Annotated[int, typer.Option(min=1, max=20, help="Passages to retrieve.")] = 3,
+) -> None:
+    """Ask a question: the answer streams, then its passages, triples and cache facts."""
+    out = _out()
+    result: ChatResponse | None = None
+    with _client(url) as client:
+        try:
+            for part in client.ask(question, top_k):
+                if isinstance(part, str):
+                    out.print(part, end="", markup=False)
+                else:
+                    result = part
+        except ServiceError as exc:
+            out.print()
+            raise _fail(str(exc)) from None
+    out.print()
+    assert result is not None  # ask() ends with the result or raises
+    table = Table("#", "document", "score", "passage", title="passages")
+    for n, passage in enumerate(result.passages, 1):
+        text = " ".join(passage.text.split())  # one line per passage
+        text = text if len(text) <= 120 else text[:117] + "..."
+        table.add_row(str(n), passage.doc_id, f"{passage.score:.3f}", text)
+    out.print(table)
+    for triple in result.triples:
+        out.print("triple  " + " | ".join(triple), markup=False)
+    cache, timings = result.cache, result.timings
+    warm_state = {"hit": "warm hit", "evicted": "warm prefix evicted"}.get(
+        cache.warm_state.value, "cold"
+    )
+    out.print(
+        f"cache   {warm_state}: {cache.cached_tokens} of {cache.prompt_tokens} prompt tokens "
+        f"cached; first token after {timings.ttft_ms:.0f} ms"
+    )
+
+
+@app.command(
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+)
+def bench(ctx: typer.Context) -> None:
+    """Run the benchmark suite.
+
+    It runs from a checkout of warmrag; its arguments pass through (warmrag bench
+    --quick)."""
+    root = Path(__file__).resolve().parent.parent
+    if not (root / "bench" / "__main__.py").is_file():
+        raise _fail("the benchmark suite runs from a checkout of warmrag (bench/ is not here)")
+    code = subprocess.call([sys.executable, "-m", "bench", *ctx.args], cwd=root)
+    if code:
+        raise typer.Exit(code)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="warmrag", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("serve", help="run the service (settings from WARMRAG_* variables)")
-    p_ingest = sub.add_parser("ingest", help="send .txt/.md/.jsonl files to a running service")
-    p_ingest.add_argument("paths", nargs="+", help="files or folders")
-    p_ingest.add_argument("--url", help="service URL (default: WARMRAG_HOST:WARMRAG_PORT)")
-    p_ingest.add_argument("--batch-size", type=int, default=32)
-    args = parser.parse_args(argv)
-    configure_logging()
-    settings = Settings()
-    if args.command == "serve":
-        serve(settings)
-        return 0
+    """Run one command; returns its exit status (the console script exits with it).
+    Typer's standalone mode prints usage errors and always ends in ``SystemExit``."""
     try:
-        return ingest(settings, args.paths, args.url, args.batch_size)
-    except DocumentFileError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        app(args=list(argv) if argv is not None else None, prog_name="warmrag")
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            return exc.code or 0
+        _err().print(str(exc.code), markup=False)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":

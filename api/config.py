@@ -12,6 +12,7 @@ from limits import parse_many
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from api.logs import LogFormat
 from rag.placement import RoutingPolicy
 from warmup.settings import WarmupSettings
 
@@ -53,6 +54,19 @@ class Settings(BaseSettings):
     )
     chat_max_concurrency: int | None = Field(
         None, ge=1, description="Chats in flight per client; unset: no limit."
+    )
+    bad_case_ttft_ms: float = Field(
+        1000.0,
+        gt=0,
+        description="A chat whose first token comes later is kept as a bad case (the "
+        "cold-start design's SLO: its heat map ends at 1 s).",
+    )
+    bad_case_max_entries: int = Field(
+        1000, ge=1, description="Bad cases kept in memory (the oldest go first)."
+    )
+    log_format: LogFormat = Field(
+        LogFormat.JSON,
+        description="Log lines as JSON objects (for a log collector) or 'text' for a terminal.",
     )
 
     # State

@@ -18,6 +18,7 @@ from api.config import Settings
 from api.guards import ChatLimiter
 from api.runtime import Runtime
 from kg.store import KnowledgeGraph
+from rag.bad_cases import BadCaseLog
 from rag.chat import ChatEngine
 from rag.knowledge_base import KnowledgeBase
 from rag.knowledge_service import KnowledgeService
@@ -65,6 +66,7 @@ KnowledgeDep = Annotated[KnowledgeService, Depends(_part("knowledge"))]
 GraphDep = Annotated[KnowledgeGraph, Depends(_part("graph"))]
 RetrieverDep = Annotated[Retriever, Depends(_part("retriever"))]
 MetricsDep = Annotated[ServiceMetrics, Depends(_part("metrics"))]
+BadCasesDep = Annotated[BadCaseLog, Depends(_part("bad_cases"))]
 #: None until start-up has started the scheduler.
 SchedulerDep = Annotated[WarmupScheduler | None, Depends(_part("scheduler"))]
 WarmupDep = Annotated[WarmupService, Depends(get_warmup)]

@@ -74,7 +74,7 @@ class BodySizeLimit:
         await self.app(scope, counted_receive, send)
 
 
-def _is_json(content_type: str | None) -> bool:
+def is_json_media_type(content_type: str | None) -> bool:
     """The media types FastAPI decodes as JSON."""
     if not content_type:
         return False
@@ -95,7 +95,7 @@ class StrictJSONRoute(APIRoute):
             return handler
 
         async def strict_handler(request: Request) -> Response:
-            if _is_json(request.headers.get("content-type")):
+            if is_json_media_type(request.headers.get("content-type")):
                 body = await request.body()
                 if body:
                     try:

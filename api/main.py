@@ -18,15 +18,18 @@ from asgi_correlation_id import CorrelationIdMiddleware, correlation_id
 from fastapi import FastAPI, Request, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from prometheus_fastapi_instrumentator import Instrumentator
 
 from api.config import Settings
 from api.deps import ApiKeyDep
 from api.guards import BodySizeLimit, ChatLimiter
-from api.routes import chat, completions, documents, health, kg, warmup
+from api.openai_errors import OpenAIErrors, is_openai_path, openai_error
+from api.routes import bad_cases, chat, completions, documents, health, kg, models, warmup
 from api.runtime import Runtime
 from rag.embedding import Embedder
 from rag.lease import CollectionLeasedError
 from rag.llm import LLMEngine, LLMError
+from rag.metrics import ServiceMetrics
 
 log = logging.getLogger(__name__)
 
@@ -64,10 +67,11 @@ def create_app(
 ) -> FastAPI:
     """``llm`` replaces the vLLM client (tests pass a fake engine); nothing else differs."""
     settings = settings or Settings()
+    metrics = ServiceMetrics()  # shared by the runtime and the HTTP instrumentation
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        runtime = Runtime(settings, embedder=embedder, llm=llm)
+        runtime = Runtime(settings, embedder=embedder, llm=llm, metrics=metrics)
         app.state.runtime = runtime
         await runtime.open()
         runtime.start()
@@ -82,14 +86,23 @@ def create_app(
         version="0.1.0",
         lifespan=lifespan,
     )
-    for module in (health, documents, kg, warmup):
+    for module in (health, documents, kg, warmup, bad_cases):
         app.include_router(module.router)
-    for module in (chat, completions):
+    for module in (chat, completions, models):
         app.include_router(module.router, dependencies=[ApiKeyDep] if settings.api_keys else [])
+    app.state.metrics = metrics
     app.state.chat_limiter = ChatLimiter(settings.chat_rate_limit, settings.chat_max_concurrency)
     # The last added is the outermost: request ids are set before the size check answers.
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes)
+    app.add_middleware(OpenAIErrors)
     app.add_middleware(CorrelationIdMiddleware, header_name=REQUEST_ID_HEADER)
+    # Requests per route template and status, and their latency, in the service's own
+    # registry (GET /metrics renders it); /metrics itself is left out.
+    Instrumentator(
+        should_group_status_codes=False,
+        excluded_handlers=["/metrics"],
+        registry=metrics.registry,
+    ).instrument(app, metric_namespace="warmrag")
 
     @app.exception_handler(RequestValidationError)
     async def _invalid_input(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -103,7 +116,7 @@ def create_app(
         log.error("unhandled %s on %s %s", type(exc).__name__, request.method, request.url.path)
         body = error_body("internal error", "warmrag")
         return JSONResponse(
-            body,
+            openai_error(500, body) if is_openai_path(request.url.path) else body,
             status_code=status.HTTP_500_INTERNAL_SERVER_ERROR,
             headers={REQUEST_ID_HEADER: body["request_id"]} if body["request_id"] else None,
         )

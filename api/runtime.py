@@ -26,6 +26,7 @@ from kg.extract import TripleExtractor
 from kg.store import KnowledgeGraph
 from kg.subgraph import SubgraphSelector
 from rag.alignment import BlockAligner, VLLMTokenCounter
+from rag.bad_cases import BadCaseLog
 from rag.chat import ChatEngine
 from rag.collection import SharedCollection
 from rag.context_memo import ContextMemo
@@ -77,13 +78,15 @@ class Runtime:
         *,
         embedder: Embedder | None = None,
         llm: LLMEngine | None = None,
+        metrics: ServiceMetrics | None = None,
     ) -> None:
         """Build every part; no I/O (``open`` and ``start`` do that).
 
         ``llm`` replaces the vLLM client (and no child is launched): tests pass a fake.
+        ``metrics``: the app's registry, which its HTTP instrumentation shares.
         """
         self.settings = s = settings
-        self.metrics = ServiceMetrics()
+        self.metrics = metrics or ServiceMetrics()
         self.phase = Phase.STARTING
         self.error: str | None = None
         self.embedder = embedder or shared_embedder()
@@ -159,6 +162,7 @@ class Runtime:
             max_facts=s.kg_max_triples,
             min_fact_score=self.selector.min_score,
         )
+        self.bad_cases = BadCaseLog(s.bad_case_ttft_ms, s.bad_case_max_entries)
         self.engine = ChatEngine(
             self.retriever,
             self.builder,
@@ -170,6 +174,7 @@ class Runtime:
             available=self._llm_available,
             memo=self.memo,
             memo_top_k=s.top_k,
+            bad_cases=self.bad_cases,
         )
         self.warmup: WarmupService | None = None
         self.scheduler: WarmupScheduler | None = None

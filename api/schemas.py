@@ -19,7 +19,8 @@ from pydantic import (
     model_validator,
 )
 
-from rag.models import CleanText, DocumentIn, Passage
+from rag.models import CleanText, DocumentIn, Passage, WarmState
+from warmup.reports import CycleReport
 
 MAX_QUESTION_CHARS = 2000
 MAX_DOCUMENTS_PER_REQUEST = 1000
@@ -53,6 +54,11 @@ class CacheOut(BaseModel):
     prompt_tokens: int
     cached_tokens: int
     warm_hit: bool
+    warm_state: WarmState = Field(
+        WarmState.COLD,
+        description="hit: served from a warm prefix; evicted: the prefix was registered "
+        "warm but vLLM no longer had all of it; cold: not registered.",
+    )
     prefix_tokens: int | None = Field(
         None,
         description="The context prefix's tokens, where known (block-aligned): a warm "
@@ -226,6 +232,44 @@ class ChatCompletionResponse(BaseModel):
     warmrag: WarmragFields
 
 
+# ----- warmup --------------------------------------------------------------------------
+
+
+class BudgetOut(BaseModel):
+    capacity_tokens: int
+    share: float
+    block_size: int
+    per_entry_max_tokens: int
+    max_tokens: int
+    reason: str = Field("", description="Why this share: the KV memory tier, or a setting.")
+
+
+class JobOut(BaseModel):
+    id: str
+    next_run_time: str | None
+
+
+class RegistryEntryOut(BaseModel):
+    """A warm entry (``WarmEntry`` without its messages) with its remaining TTL."""
+
+    model_config = ConfigDict(extra="allow")
+
+    fingerprint: str
+    ttl_s: float
+    hits: int
+
+
+class RegistryResponse(BaseModel):
+    entries: list[RegistryEntryOut]
+    warm_tokens: int
+    budget: BudgetOut | None
+    pending_changes: int
+    kb_version: int
+    warm_requests_sent: int
+    jobs: list[JobOut]
+    last_report: CycleReport | None
+
+
 # ----- health --------------------------------------------------------------------------
 
 
@@ -284,15 +328,19 @@ CHAT_ERRORS = (401, 413, 422, 429, 502, 503, 504)
 WRITE_ERRORS = (*ADMIN_ERRORS, 413, 503, 507)
 
 
-def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI ``responses`` for these error codes (and 500, which any route can answer)."""
-    return {
-        code: {"model": ErrorResponse, "description": _ERRORS[code]}
-        for code in sorted({*codes, 500})
-    }
+def error_responses(
+    *codes: int, model: type[BaseModel] = ErrorResponse
+) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for these error codes (and 500, which any route can answer);
+    ``model``: the error body's shape (OpenAI's on the OpenAI-compatible routes)."""
+    return {code: {"model": model, "description": _ERRORS[code]} for code in sorted({*codes, 500})}
 
 
-def chat_responses(description: str, events: list[str] | None = None) -> dict[int | str, Any]:
+def chat_responses(
+    description: str,
+    events: list[str] | None = None,
+    error_model: type[BaseModel] = ErrorResponse,
+) -> dict[int | str, Any]:
     """OpenAPI ``responses`` of a chat route: JSON, or a Server-Sent Events stream (in
     OpenAPI 3.1 the ``schema`` of ``text/event-stream`` describes one event, whose ``data``
     is a JSON text or ``[DONE]``), and the chat errors."""
@@ -306,5 +354,5 @@ def chat_responses(description: str, events: list[str] | None = None) -> dict[in
     }
     return {
         200: {"description": description, "content": {"text/event-stream": {"schema": stream}}},
-        **error_responses(*CHAT_ERRORS),
+        **error_responses(*CHAT_ERRORS, model=error_model),
     }

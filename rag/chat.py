@@ -11,6 +11,7 @@ from typing import Protocol
 
 import anyio
 
+from rag.bad_cases import BadCaseLog
 from rag.context_memo import ContextMemo, Retrieved, retrieve_context
 from rag.llm import (
     LLMBadResponseError,
@@ -22,7 +23,7 @@ from rag.llm import (
     Usage,
 )
 from rag.metrics import ServiceMetrics
-from rag.models import Passage
+from rag.models import Passage, WarmState
 from rag.prompt import Message, PromptBuilder, PromptPrefix
 from rag.query_text import normalize_query
 from rag.retriever import Fact, Retrieval, Retriever
@@ -31,8 +32,8 @@ from rag.retriever import Fact, Retrieval, Retriever
 class ChatObserver(Protocol):
     """Told about every finished chat (the warmup layer counts hot queries and hits)."""
 
-    def on_chat(self, retrieval: Retrieval, prefix: PromptPrefix, usage: Usage) -> bool:
-        """Record the chat; return whether it was served from a registered warm prefix."""
+    def on_chat(self, retrieval: Retrieval, prefix: PromptPrefix, usage: Usage) -> WarmState:
+        """Record the chat; return how its prefix stood against the warm registry."""
         ...
 
 
@@ -83,9 +84,14 @@ class ChatActivity:
 class CacheInfo:
     prompt_tokens: int
     cached_tokens: int
-    warm_hit: bool
     #: The prefix's tokens where known (a block-aligned prefix): a hit caches all of them.
     prefix_tokens: int | None = None
+    warm_state: WarmState = WarmState.COLD
+
+    @property
+    def warm_hit(self) -> bool:
+        """Served from a registered warm prefix (``warmup.hits`` defines when)."""
+        return self.warm_state is WarmState.HIT
 
 
 @dataclass(frozen=True)
@@ -158,11 +164,13 @@ class ChatEngine:
         available: Callable[[], bool] = lambda: True,
         memo: ContextMemo | None = None,
         memo_top_k: int = 3,
+        bad_cases: BadCaseLog | None = None,
     ) -> None:
         """``deadline_s`` bounds a whole answer (a hung vLLM can trickle forever under a
         per-read timeout); ``available`` says False while vLLM is being restarted.
         ``memo``: contexts of repeated questions (asked with ``memo_top_k``) are reused
-        from it, with no retrieval (``rag.context_memo``)."""
+        from it, with no retrieval (``rag.context_memo``). ``bad_cases``: where slow chats
+        and evicted warm prefixes are kept (``rag.bad_cases``)."""
         self.retriever = retriever
         self.builder = builder
         self.llm = llm
@@ -174,6 +182,7 @@ class ChatEngine:
         self.available = available
         self.memo = memo
         self.memo_top_k = memo_top_k
+        self.bad_cases = bad_cases
         self.activity = ChatActivity()
 
     async def context(self, question: str, top_k: int) -> tuple[Retrieved, Timings]:
@@ -212,6 +221,8 @@ class ChatEngine:
         """
         started = time.perf_counter()
         outcome = "error"
+        ttft_ms: float | None = None
+        observed = False
         if not self.available():
             self.metrics.requests.labels(endpoint, "llm_unavailable").inc()
             raise LLMUnavailableError("vLLM is restarting")
@@ -222,7 +233,6 @@ class ChatEngine:
             prompt = self.builder.with_question(found.prefix, question, history)
             llm_started = time.perf_counter()
             llm_ttft_ms = 0.0
-            ttft_ms: float | None = None
             parts: list[str] = []
             usage = Usage()
             llm_events = self.llm.stream_chat(
@@ -234,7 +244,6 @@ class ChatEngine:
                 if isinstance(event, TextDelta):
                     if ttft_ms is None:
                         ttft_ms, llm_ttft_ms = _ms(started), _ms(llm_started)
-                        self.metrics.first_token_latency.observe(ttft_ms / 1000)
                     parts.append(event.text)
                     yield event
                 else:
@@ -242,19 +251,37 @@ class ChatEngine:
             total_ms = _ms(started)
             if ttft_ms is None:  # an empty answer: the first "token" is the end
                 ttft_ms, llm_ttft_ms = total_ms, _ms(llm_started)
-                self.metrics.first_token_latency.observe(ttft_ms / 1000)
-            warm_hit = (
-                self.observer.on_chat(retrieval, prompt.prefix, usage) if self.observer else False
+            warm_state = (
+                self.observer.on_chat(retrieval, prompt.prefix, usage)
+                if self.observer
+                else WarmState.COLD
             )
+            # Observed at the end, when vLLM's usage says whether the prefix was warm.
+            self.metrics.observe_first_token(ttft_ms / 1000, warm_state is WarmState.HIT)
+            observed = True
             self.metrics.prompt_tokens.inc(usage.prompt_tokens)
             self.metrics.cached_tokens.inc(usage.cached_tokens)
+            if self.bad_cases is not None:
+                case = self.bad_cases.record(
+                    question=question,
+                    embedding=retrieval.embedding,
+                    context_fingerprint=prompt.prefix.fingerprint,
+                    warm_state=warm_state,
+                    prompt_tokens=usage.prompt_tokens,
+                    cached_tokens=usage.cached_tokens,
+                    ttft_ms=ttft_ms,
+                    retrieval_ms=before_llm.retrieval_ms,
+                    llm_ttft_ms=llm_ttft_ms,
+                )
+                for reason in case.reasons if case else ():
+                    self.metrics.bad_cases.labels(reason.value).inc()
             outcome = "ok"
             yield ChatResult(
                 answer="".join(parts),
                 passages=retrieval.passages,
                 facts=retrieval.facts,
                 cache=CacheInfo(
-                    usage.prompt_tokens, usage.cached_tokens, warm_hit, prompt.prefix.tokens
+                    usage.prompt_tokens, usage.cached_tokens, prompt.prefix.tokens, warm_state
                 ),
                 timings=replace(
                     before_llm, ttft_ms=ttft_ms, total_ms=total_ms, llm_ttft_ms=llm_ttft_ms
@@ -278,6 +305,10 @@ class ChatEngine:
             outcome = "rejected"
             raise
         finally:
+            if ttft_ms is not None and not observed:
+                # Cut off after its first token (deadline, vLLM failure, client gone):
+                # its latency counts, as not served warm.
+                self.metrics.observe_first_token(ttft_ms / 1000, False)
             self.activity.exit()
             self.metrics.requests.labels(endpoint, outcome).inc()
 

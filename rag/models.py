@@ -13,6 +13,7 @@ import json
 import math
 import re
 from collections.abc import Iterator
+from enum import StrEnum
 from typing import Annotated, Any
 
 from pydantic import (
@@ -238,6 +239,14 @@ class DocumentIn(BaseModel):
                     raise ValueError(f"document {self.id!r}: triple {index}: {problem}")
         self.triples = [list(t) for t in cleaned]
         return self
+
+
+class WarmState(StrEnum):
+    """How a chat's prefix stood against the warm registry."""
+
+    HIT = "hit"  # registered, and vLLM served all its full blocks from cache
+    EVICTED = "evicted"  # registered, but vLLM had evicted (part of) it
+    COLD = "cold"  # not registered (or warmup is off)
 
 
 class Passage(BaseModel):

@@ -8,7 +8,8 @@ id. A Markdown document's title is its first heading.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rag.models import DocumentIn, loads_json
@@ -65,3 +66,60 @@ def load_sample_documents() -> list[DocumentIn]:
         for path in sorted(SAMPLE_KB_DIR.glob("*.md"))
         for doc in documents_from_file(path, SAMPLE_KB_DIR)
     ]
+
+
+@dataclass
+class SourceFile:
+    """A file given to ingest: its documents, or why they cannot be read (then none)."""
+
+    path: Path
+    documents: list[DocumentIn] = field(default_factory=list)
+    error: str | None = None
+
+
+def _expand(paths: Sequence[Path]) -> list[tuple[Path, Path]]:
+    """Each file to read with the root its ids are relative to: a folder given (searched
+    recursively, supported suffixes only), or the folder of a file given."""
+    files: list[tuple[Path, Path]] = []
+    for path in paths:
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*") if p.suffix.lower() in SUPPORTED_SUFFIXES)
+            files.extend((p, path) for p in found if p.is_file())
+        elif path.is_file():
+            files.append((path, path.parent))
+        else:
+            raise DocumentFileError(f"{path}: no such file or folder")
+    return files
+
+
+def read_sources(paths: Sequence[Path]) -> list[SourceFile]:
+    """Every file under ``paths``, read and validated. A bad file (or line) is a
+    ``SourceFile`` with an ``error`` and no documents; so is a file with a document id
+    that an earlier file has (``a/x.md`` and ``b/x.md`` given as two folders). A path
+    that does not exist raises ``DocumentFileError``."""
+    sources: list[SourceFile] = []
+    owner: dict[str, Path] = {}
+    for file, root in _expand(paths):
+        source = SourceFile(file)
+        try:
+            docs = list(documents_from_file(file, root))
+        except DocumentFileError as exc:
+            source.error = str(exc)
+            docs = []
+        seen: set[str] = set()
+        for doc in docs:
+            if doc.id in owner:
+                source.error = (
+                    f"{file}: document id {doc.id!r} is also the id of a document in "
+                    f"{owner[doc.id]}; give their common folder instead"
+                )
+            elif doc.id in seen:
+                source.error = f"{file}: document id {doc.id!r} is given twice"
+            if source.error:
+                docs = []
+                break
+            seen.add(doc.id)
+        owner.update((d.id, file) for d in docs)
+        source.documents = docs
+        sources.append(source)
+    return sources

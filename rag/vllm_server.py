@@ -23,6 +23,8 @@ from pathlib import Path
 import httpx
 
 log = logging.getLogger(__name__)
+#: The child's own output, line by line, in the service's log stream.
+child_log = logging.getLogger("vllm")
 
 
 def _die_with_parent() -> None:
@@ -170,6 +172,8 @@ class VLLMServer:
         self._log_pump.start()
 
     def _pump_log(self, proc: subprocess.Popen[bytes]) -> None:
+        """Each line of the child's output to its rotating file and, as logger ``vllm``,
+        to the service's own log stream."""
         handler = logging.handlers.RotatingFileHandler(
             self._log_file, maxBytes=self._log_max_bytes, backupCount=self._log_backups
         )
@@ -178,6 +182,7 @@ class VLLMServer:
             for raw in proc.stdout:
                 line = raw.decode(errors="replace").rstrip("\n")
                 handler.emit(logging.makeLogRecord({"msg": line, "levelno": logging.INFO}))
+                child_log.info("%s", line)
         finally:
             handler.close()
 

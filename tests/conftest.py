@@ -88,6 +88,18 @@ def embedder() -> Embedder:
     return shared_embedder()
 
 
+def error_body(resp: httpx.Response) -> dict[str, Any]:
+    """An error response's body in warmrag's shape. The OpenAI-compatible routes answer in
+    OpenAI's (``{"error": {...}}``); their ``issues`` or ``message`` become ``detail``."""
+    body = dict(resp.json())
+    error = body.get("error")
+    if not isinstance(error, dict):
+        return body
+    mapped: dict[str, Any] = {"detail": error.get("issues") or error["message"]}
+    mapped.update({k: error[k] for k in ("component", "request_id") if k in error})
+    return mapped
+
+
 @dataclass
 class Service:
     """A warmrag instance served over HTTP from a thread, with a client for it."""

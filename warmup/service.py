@@ -31,7 +31,7 @@ from functools import partial
 from rag.context_memo import ContextMemo, kth_score
 from rag.llm import LLMEngine, Usage
 from rag.metrics import ServiceMetrics
-from rag.models import ChangeSet
+from rag.models import ChangeSet, WarmState
 from rag.prompt import PromptBuilder, PromptPrefix
 from rag.query_text import normalize_query
 from rag.retriever import Retrieval, Retriever
@@ -197,6 +197,7 @@ class WarmupService:
         re-warm the hottest entries."""
         cache = await self.llm.cache_config()
         self.budget = WarmBudget.from_cache(cache, self.context_window, self.settings.budget_share)
+        self.metrics.warm_budget_tokens.set(self.budget.max_tokens)
         self.metrics.cold_starts.inc()
         log.info(
             "warm budget: %d of %d KV tokens (share %.0f%%), strategy %s",
@@ -224,15 +225,15 @@ class WarmupService:
 
     # ----- chats ---------------------------------------------------------------------
 
-    def on_chat(self, retrieval: Retrieval, prefix: PromptPrefix, usage: Usage) -> bool:
-        """Log the question; return whether it hit a registered warm prefix.
+    def on_chat(self, retrieval: Retrieval, prefix: PromptPrefix, usage: Usage) -> WarmState:
+        """Log the question; return how its prefix stood against the registry.
 
         On the request path: it reads and changes the in-memory registry only; the
         journal writes the changes to SQLite later, off this path, so a locked or full
         database never fails or delays a chat."""
         if not self.settings.strategy.uses_registry:
             self.metrics.record_chat(False)
-            return False
+            return WarmState.COLD
         now = self.clock()
         key = normalize_query(retrieval.question)
         record = self.registry.record_query(
@@ -243,7 +244,7 @@ class WarmupService:
         entry = self.registry.entry(prefix.fingerprint)
         if entry is None:
             self.metrics.record_chat(False)
-            return False
+            return WarmState.COLD
         self.registry.record_hit(entry.fingerprint, now)
         self.metrics.warmup_lookups.inc()
         hit = is_warm_hit(usage.cached_tokens, entry.cached_block_tokens)
@@ -257,7 +258,7 @@ class WarmupService:
         if record.fingerprint != entry.fingerprint:
             self.registry.assign(key, entry.fingerprint, kth_score(retrieval))
         self.metrics.record_chat(hit)
-        return hit
+        return WarmState.HIT if hit else WarmState.EVICTED
 
     def replica_down(self, replica: str) -> int:
         """The vLLM replica ``replica`` stopped answering: warm its entries again, hottest

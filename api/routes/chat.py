@@ -29,7 +29,7 @@ def to_response(result: ChatResult) -> ChatResponse:
         answer=result.answer,
         passages=result.passages,
         triples=[[f.subject, f.predicate, f.object] for f in result.facts],
-        cache=CacheOut(**asdict(result.cache)),
+        cache=CacheOut(**asdict(result.cache), warm_hit=result.cache.warm_hit),
         timings=TimingsOut(**asdict(result.timings)),
     )
 

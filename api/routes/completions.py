@@ -9,6 +9,7 @@ from typing import Any
 from fastapi.responses import StreamingResponse
 
 from api.deps import EngineDep, SettingsDep
+from api.openai_errors import OpenAIErrorResponse
 from api.routes.chat import chat_router, to_response
 from api.schemas import (
     ChatCompletionResponse,
@@ -47,7 +48,8 @@ def _warmrag(result: ChatResult) -> WarmragFields:
     response_model=ChatCompletionResponse,
     responses=chat_responses(
         "JSON, or with `stream: true` Server-Sent Events: `chat.completion.chunk` objects, "
-        "the last with `usage` and `warmrag`, then `[DONE]`."
+        "the last with `usage` and `warmrag`, then `[DONE]`. Errors in OpenAI's shape.",
+        error_model=OpenAIErrorResponse,
     ),
 )
 async def chat_completions(

@@ -11,7 +11,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from api.deps import AdminDep, KBDep, SchedulerDep, WarmupDep
 from api.guards import StrictJSONRoute
-from api.schemas import ADMIN_ERRORS, Question, error_responses
+from api.schemas import (
+    ADMIN_ERRORS,
+    Question,
+    RegistryResponse,
+    error_responses,
+)
 from warmup.reports import CycleReport
 
 router = APIRouter(
@@ -27,41 +32,6 @@ class SeedQueriesRequest(BaseModel):
     model_config = ConfigDict(strict=True)
 
     queries: list[Question] = Field(min_length=1, max_length=1000)
-
-
-class BudgetOut(BaseModel):
-    capacity_tokens: int
-    share: float
-    block_size: int
-    per_entry_max_tokens: int
-    max_tokens: int
-    reason: str = Field("", description="Why this share: the KV memory tier, or a setting.")
-
-
-class JobOut(BaseModel):
-    id: str
-    next_run_time: str | None
-
-
-class RegistryEntryOut(BaseModel):
-    """A warm entry (``WarmEntry`` without its messages) with its remaining TTL."""
-
-    model_config = ConfigDict(extra="allow")
-
-    fingerprint: str
-    ttl_s: float
-    hits: int
-
-
-class RegistryResponse(BaseModel):
-    entries: list[RegistryEntryOut]
-    warm_tokens: int
-    budget: BudgetOut | None
-    pending_changes: int
-    kb_version: int
-    warm_requests_sent: int
-    jobs: list[JobOut]
-    last_report: CycleReport | None
 
 
 @router.get("", response_model=RegistryResponse)

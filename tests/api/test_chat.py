@@ -71,38 +71,6 @@ def test_streaming_chat_sends_tokens_then_the_rest(service: Service) -> None:
     assert set(final) == {"answer", "passages", "triples", "cache", "timings"}
 
 
-def test_openai_compatible_completions(service: Service) -> None:
-    service.ingest(*DOCS)
-    messages = [
-        {"role": "user", "content": "Hello"},
-        {"role": "assistant", "content": "Hi, ask me anything."},
-        {"role": "user", "content": "Which town does the river Zorn flow through?"},
-    ]
-    resp = service.client.post("/v1/chat/completions", json={"model": "any", "messages": messages})
-    assert resp.status_code == 200, resp.text
-    body = resp.json()
-    assert body["object"] == "chat.completion"
-    assert body["choices"][0]["message"]["role"] == "assistant"
-    assert body["choices"][0]["message"]["content"].strip()
-    assert body["usage"]["prompt_tokens"] > 0
-    assert "cached_tokens" in body["usage"]["prompt_tokens_details"]
-    assert body["warmrag"]["passages"][0]["doc_id"] == "zorn"  # RAG on the LAST user message
-
-    with service.client.stream(
-        "POST",
-        "/v1/chat/completions",
-        json={"messages": messages[-1:], "stream": True, "max_tokens": 8},
-    ) as resp:
-        assert resp.status_code == 200
-        events = sse_events(resp.read().decode())
-    assert events[-1][1] == "[DONE]"
-    chunks = [json.loads(d) for _, d in events[:-1]]
-    assert all(c["object"] == "chat.completion.chunk" for c in chunks)
-    assert "".join(c["choices"][0]["delta"].get("content", "") for c in chunks).strip()
-    assert chunks[-1]["usage"]["completion_tokens"] <= 8
-    assert chunks[-1]["choices"][0]["finish_reason"] in {"stop", "length"}
-
-
 def test_openai_request_validation(service: Service) -> None:
     bodies: list[dict[str, list[dict[str, str]]]] = [
         {"messages": []},

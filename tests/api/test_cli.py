@@ -1,18 +1,44 @@
-"""``python -m api ingest`` against a running service over HTTP."""
+"""The ``warmrag`` CLI against a running service over HTTP.
+
+The service is the whole app on real Qdrant, embedder, graph and warm registry, with
+``FakeEngine`` in vLLM's place: the CLI's job is the HTTP conversation and what it
+prints, which a real model does not change. Faults injected: the fake vLLM down, a
+service address where nothing listens.
+"""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from api.cli import main
-from tests.conftest import ADMIN_TOKEN, Service
+from tests.conftest import ADMIN_TOKEN, Service, free_port
+
+DOC = {"id": "zorn", "text": "The river Zorn flows through the town of Kellerby."}
 
 
-def test_ingest_files_and_folders(service: Service, tmp_path: Path, monkeypatch, capsys) -> None:
+@pytest.fixture
+def admin_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("WARMRAG_ADMIN_TOKEN", ADMIN_TOKEN)
+    monkeypatch.setenv("COLUMNS", "200")  # rich tables: one line per row
+
+
+def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for command in ("serve", "ingest", "delete", "warm", "status", "ask", "bench"):
+        assert re.search(rf"\b{command}\b", out), command
+    assert main(["ingest", "--help"]) == 0
+    assert "--dry-run" in capsys.readouterr().out
+    assert main(["no-such-command"]) == 2
+
+
+def test_ingest_files_and_folders(
+    fake_service: Service, tmp_path: Path, admin_env: None, capsys: pytest.CaptureFixture[str]
+) -> None:
     folder = tmp_path / "docs"
     folder.mkdir()
     (folder / "zorn.md").write_text("# The Zorn\n\nThe river Zorn flows through Kellerby.\n")
@@ -21,30 +47,87 @@ def test_ingest_files_and_folders(service: Service, tmp_path: Path, monkeypatch,
     lines = [
         {"id": "mars", "text": "Mars has two moons.", "triples": [["Mars", "has", "two moons"]]},
         {"id": "tea", "text": "Green tea is steamed.", "metadata": {"k": "v"}},
+        {"id": "salt", "text": "Salt is mined."},
     ]
     jsonl = tmp_path / "more.jsonl"
     jsonl.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    url = fake_service.url
 
-    assert main(["ingest", str(folder), str(jsonl), "--url", service.url, "--batch-size", "3"]) == 0
-    assert "added 4, updated 0, unchanged 0" in capsys.readouterr().out
+    assert main(["ingest", str(folder), str(jsonl), "--url", url, "--batch-size", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "added 5, updated 0, unchanged 0" in out
+    # one outcome per file: the .jsonl file's three documents (over two requests of
+    # two), each .md/.txt file's one
+    assert re.search(r"more\.jsonl\s.*\b3\b.*added 3", out), out
+    assert re.search(r"zorn\.md\s.*added 1", out), out
     # a file's id is its path below the folder given, suffix included
-    assert service.runtime.kb.document_ids() == ["mars", "notes.txt", "tea", "zorn.md"]
-    assert main(["ingest", str(folder), str(jsonl), "--url", service.url]) == 0
-    assert "added 0, updated 0, unchanged 4" in capsys.readouterr().out
+    assert fake_service.runtime.kb.document_ids() == [
+        "mars",
+        "notes.txt",
+        "salt",
+        "tea",
+        "zorn.md",
+    ]
+
+    (folder / "notes.txt").write_text("Bread is baked from flour, water and salt.\n")
+    assert main(["ingest", str(folder), str(jsonl), "--url", url]) == 0
+    out = capsys.readouterr().out
+    assert "added 0, updated 1, unchanged 4" in out
+    assert re.search(r"notes\.txt\s.*updated 1", out), out
 
 
-def test_a_bad_line_sends_nothing(service: Service, tmp_path: Path, monkeypatch, capsys) -> None:
-    monkeypatch.setenv("WARMRAG_ADMIN_TOKEN", ADMIN_TOKEN)
-    jsonl = tmp_path / "bad.jsonl"
-    jsonl.write_text('{"id": "ok", "text": "fine"}\n{"id": "bad\\tid", "text": "x"}\n')
-    assert main(["ingest", str(jsonl), "--url", service.url]) == 2
-    assert "bad.jsonl:2" in capsys.readouterr().err
-    assert service.runtime.kb.document_ids() == []
+def test_dry_run_sends_nothing(
+    fake_service: Service, tmp_path: Path, admin_env: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "a.md").write_text("# A\n\nAlpha.\n")
+    assert main(["ingest", str(tmp_path), "--dry-run", "--url", fake_service.url]) == 0
+    assert re.search(r"a\.md\s.*would send", capsys.readouterr().out)
+    assert fake_service.runtime.kb.document_ids() == []
+
+
+def test_an_invalid_file_stops_the_run_unless_keep_going(
+    fake_service: Service, tmp_path: Path, admin_env: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "good.md").write_text("# Good\n\nFine text.\n")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "ok", "text": "fine"}\n{"id": "bad\\tid", "text": "x"}\n')
+    url = fake_service.url
+
+    assert main(["ingest", str(tmp_path), "--url", url]) == 2
+    captured = capsys.readouterr()
+    assert "bad.jsonl:2" in captured.err and "nothing was sent" in captured.err
+    assert re.search(r"good\.md\s.*not sent", captured.out)
+    assert fake_service.runtime.kb.document_ids() == []
+
+    # --keep-going: the valid file goes, the run still fails
+    assert main(["ingest", str(tmp_path), "--url", url, "--keep-going"]) == 1
+    captured = capsys.readouterr()
+    assert re.search(r"good\.md\s.*added 1", captured.out)
+    assert re.search(r"bad\.jsonl\s.*invalid", captured.out)
+    assert fake_service.runtime.kb.document_ids() == ["good.md"]
+
+
+def test_an_id_given_twice_in_a_file_is_invalid(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    jsonl = tmp_path / "twice.jsonl"
+    jsonl.write_text('{"id": "a", "text": "one"}\n{"id": "a", "text": "two"}\n')
+    assert main(["ingest", str(jsonl), "--dry-run"]) == 2
+    assert "document id 'a' is given twice" in capsys.readouterr().err
+
+
+def test_a_missing_path_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["ingest", str(tmp_path / "nowhere")]) == 2
+    assert "no such file or folder" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("token", [None, "wrong"])
 def test_token_problems_are_reported(
-    service: Service, tmp_path: Path, monkeypatch, capsys, token: str | None
+    fake_service: Service,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    token: str | None,
 ) -> None:
     if token:
         monkeypatch.setenv("WARMRAG_ADMIN_TOKEN", token)
@@ -52,5 +135,74 @@ def test_token_problems_are_reported(
         monkeypatch.delenv("WARMRAG_ADMIN_TOKEN", raising=False)
     doc = tmp_path / "a.txt"
     doc.write_text("text")
-    assert main(["ingest", str(doc), "--url", service.url]) != 0
-    assert "error" in capsys.readouterr().err
+    assert main(["ingest", str(doc), "--url", fake_service.url]) == 1
+    err = capsys.readouterr().err
+    assert ("WARMRAG_ADMIN_TOKEN" if token is None else "wrong admin token") in err
+    assert fake_service.runtime.kb.document_ids() == []
+
+
+def test_an_unreachable_service_is_reported(
+    tmp_path: Path, admin_env: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fault injected: nothing listens at the URL given."""
+    doc = tmp_path / "a.txt"
+    doc.write_text("text")
+    url = f"http://127.0.0.1:{free_port()}"
+    assert main(["ingest", str(doc), "--url", url]) == 1
+    assert f"cannot reach warmrag at {url}" in capsys.readouterr().err
+    assert main(["status", "--url", url]) == 1
+
+
+def test_delete(fake_service: Service, admin_env: None, capsys: pytest.CaptureFixture[str]) -> None:
+    fake_service.ingest(DOC, {"id": "guide/install.md", "text": "Run make install."})
+    url = fake_service.url
+    assert main(["delete", "guide/install.md", "--url", url]) == 0
+    assert re.search(r"guide/install\.md\s.*deleted", capsys.readouterr().out)
+    assert fake_service.runtime.kb.document_ids() == ["zorn"]
+    # an id that is not there: reported, the others still deleted, the run fails
+    assert main(["delete", "nope", "zorn", "--url", url]) == 1
+    out = capsys.readouterr().out
+    assert re.search(r"nope\s.*no such document", out) and re.search(r"zorn\s.*deleted", out)
+    assert fake_service.runtime.kb.document_ids() == []
+
+
+def test_ask_warm_and_status(
+    fake_service: Service, admin_env: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake_service.ingest(DOC)
+    url = fake_service.url
+    question = "Which town does the river Zorn flow through?"
+
+    assert main(["ask", question, "--url", url]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("The answer is in the passages [1].")  # the fake's answer, streamed
+    assert re.search(r"1\s.*zorn\s.*0\.\d{3}\s.*The river Zorn", out), out
+    assert "cache   cold:" in out
+
+    # The question is in the query log now: a cycle warms its prefix, then it hits.
+    assert main(["warm", "--url", url]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"hot\s.*\b1\b", out), out
+    assert fake_service.registry()["entries"], "the cycle warmed nothing"
+    assert main(["ask", question, "--url", url]) == 0
+    assert "cache   warm hit:" in capsys.readouterr().out
+
+    assert main(["status", "--url", url]) == 0
+    out = capsys.readouterr().out
+    assert "service    ready" in out
+    assert "documents  1 (version 1)" in out
+    assert "hit rate   50% of chats since start" in out
+    assert re.search(r"registry   1 entries, \d+ of \d+ tokens warm", out), out
+    assert "job        " in out
+
+
+def test_ask_when_vllm_is_down(
+    fake_service: Service, admin_env: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fault injected: the fake vLLM raises ``LLMUnavailableError``."""
+    engine = fake_service.runtime.llm
+    engine.down = True  # type: ignore[attr-defined]
+    assert main(["ask", "Anything?", "--url", fake_service.url]) == 1
+    assert "HTTP 503: vLLM is unavailable" in capsys.readouterr().err
+    assert main(["status", "--url", fake_service.url]) == 1
+    assert "vLLM is not answering" in capsys.readouterr().out

@@ -13,8 +13,8 @@ def test_health_ready_metrics(service: Service) -> None:
     service.chat("What conducts electricity?")
     text = service.client.get("/metrics").text
     assert 'warmrag_chat_requests_total{endpoint="chat",outcome="ok"} 1.0' in text
-    assert 'warmrag_first_token_latency_seconds_bucket{le="0.05"}' in text
-    assert "warmrag_first_token_latency_seconds_count 1.0" in text
+    assert 'warmrag_first_token_latency_seconds_bucket{le="0.05",warm="false"}' in text
+    assert 'warmrag_first_token_latency_seconds_count{warm="false"} 1.0' in text
     assert "warmrag_documents 1.0" in text
 
 
@@ -38,4 +38,5 @@ def test_vllm_unreachable_is_503(start_service: ServiceFactory) -> None:
         "/v1/chat/completions", json={"messages": [{"role": "user", "content": "x"}]}
     )
     assert resp.status_code == 503
+    assert resp.json()["error"]["message"] == "vLLM is unavailable"
     assert 'outcome="llm_unavailable"' in service.client.get("/metrics").text

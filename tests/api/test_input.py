@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import Service
+from tests.conftest import Service, error_body
 from tests.fakes import FakeEngine
 
 DOC = {"id": "zorn", "text": "The river Zorn flows through the town of Kellerby."}
@@ -45,7 +45,7 @@ def post_raw(service: Service, path: str, raw: str | bytes, **headers: str) -> A
 
 def assert_refused(resp: Any, status: int, *needles: str) -> None:
     assert resp.status_code == status, resp.text
-    body = resp.json()
+    body = error_body(resp)
     detail = json.dumps(body["detail"], ensure_ascii=False)
     for needle in needles:
         assert needle in detail, (needle, detail)

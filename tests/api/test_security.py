@@ -22,7 +22,7 @@ from asgi_correlation_id import CorrelationIdFilter
 from api.config import Settings
 from rag.llm import TextDelta, Usage
 from rag.prompt import Message
-from tests.conftest import ADMIN_TOKEN, Service
+from tests.conftest import ADMIN_TOKEN, Service, error_body
 from tests.fakes import FakeEngine
 
 StartFake = Callable[..., tuple[Service, FakeEngine]]
@@ -49,7 +49,7 @@ def test_api_keys_guard_v1_when_set(start_fake: StartFake) -> None:
         ):
             resp = client.post(path, json=body, headers=headers)
             assert resp.status_code == 401, (path, headers, resp.text)
-            assert why in resp.json()["detail"]
+            assert why in error_body(resp)["detail"]
             assert resp.headers["www-authenticate"] == "Bearer"
         assert len(engine.chats) == chats, "an unauthenticated chat reached the model"
         for key in ("key-one", "key-two"):
@@ -118,7 +118,7 @@ def test_chat_concurrency_limit_per_client(start_fake: StartFake) -> None:
     engine.hang = False
     second = httpx.post(f"{service.url}/v1/chat/completions", json=OPENAI, timeout=30)
     assert second.status_code == 429, second.text
-    assert "in flight" in second.json()["detail"] and second.headers["retry-after"] == "1"
+    assert "in flight" in error_body(second)["detail"] and second.headers["retry-after"] == "1"
     first.join(timeout=30)
     assert results[0].status_code == 504  # the hung chat hit its deadline, and let go
     assert service.client.post("/v1/chat", json=QUESTION).status_code == 200
@@ -162,7 +162,7 @@ def test_open_routes_and_5xx_bodies_leak_nothing(start_fake: StartFake) -> None:
     def clean(resp: httpx.Response) -> dict[str, Any]:
         for secret in secrets:
             assert secret not in resp.text, (secret, resp.text)
-        return dict(resp.json())
+        return error_body(resp)
 
     ready = clean(service.client.get("/ready"))
     assert ready["phase"] == "ready"

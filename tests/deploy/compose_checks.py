@@ -180,11 +180,16 @@ def layout_problems(doc: Doc) -> list[str]:
     return problems
 
 
+#: Profiles that run beside a base profile, never alone (``--profile gpu --profile
+#: monitoring``): a variable every base profile requires is asked for with them anyway.
+ADDON_PROFILES = {"monitoring"}
+
+
 def required_variable_problems(doc: Doc) -> list[str]:
     """Compose substitutes variables in the whole file before it picks a profile's
-    services, so a ``${VAR:?}`` must be one that every profile needs."""
+    services, so a ``${VAR:?}`` must be one that every base profile needs."""
     services = doc["services"]
-    every = set().union(*(profiles(s) for s in services.values()))
+    every = set().union(*(profiles(s) for s in services.values())) - ADDON_PROFILES
     required = {
         m.group("braced")
         for text in strings(services)
@@ -193,8 +198,11 @@ def required_variable_problems(doc: Doc) -> list[str]:
     }
     problems = []
     for name in sorted(required):
-        using = set().union(
-            *(profiles(s) for s in services.values() if name in interpolated_variables(s))
+        using = (
+            set().union(
+                *(profiles(s) for s in services.values() if name in interpolated_variables(s))
+            )
+            - ADDON_PROFILES
         )
         if using != every:
             problems.append(

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 from rag.vllm_server import VLLMServer
 
@@ -35,3 +38,25 @@ def test_log_rotates_and_stale_temp_files_go(tmp_path: Path) -> None:
     assert logs == ["vllm.log", "vllm.log.1", "vllm.log.2", "vllm.log.3"]
     assert all((tmp_path / name).stat().st_size <= 200_000 for name in logs)
     assert server.tail(1).endswith(" 19999")  # the newest line is in vllm.log
+
+
+class GreetingServer(VLLMServer):
+    def command(self) -> list[str]:
+        return [sys.executable, "-c", "print('INFO engine ready'); print('second line')"]
+
+
+def test_child_output_joins_the_service_log(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each line of the child's output reaches logger ``vllm`` (the service's own log
+    stream, JSON or text) as well as its rotating file."""
+    caplog.set_level(logging.INFO, logger="vllm")
+    server = GreetingServer(tmp_path / "model", "m", 1, tmp_path)
+    server.start()
+    deadline = time.monotonic() + 60
+    while server.is_running() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    server.stop()
+    lines = [r.getMessage() for r in caplog.records if r.name == "vllm"]
+    assert lines == ["INFO engine ready", "second line"]
+    assert server.tail(2) == "INFO engine ready\nsecond line"
