@@ -43,7 +43,8 @@ def test_ingest_files_and_folders(
     folder.mkdir()
     (folder / "zorn.md").write_text("# The Zorn\n\nThe river Zorn flows through Kellerby.\n")
     (folder / "notes.txt").write_text("Bread is baked from flour and water.\n")
-    (folder / "ignored.pdf").write_bytes(b"%PDF")
+    (folder / "ignored.docx").write_bytes(b"PK")  # not a supported kind: not read
+    (folder / "page.html").write_text("<title>A page</title><p>Paper is made of wood.</p>")
     lines = [
         {"id": "mars", "text": "Mars has two moons.", "triples": [["Mars", "has", "two moons"]]},
         {"id": "tea", "text": "Green tea is steamed.", "metadata": {"k": "v"}},
@@ -55,7 +56,7 @@ def test_ingest_files_and_folders(
 
     assert main(["ingest", str(folder), str(jsonl), "--url", url, "--batch-size", "2"]) == 0
     out = capsys.readouterr().out
-    assert "added 5, updated 0, unchanged 0" in out
+    assert "added 6, updated 0, unchanged 0" in out
     # one outcome per file: the .jsonl file's three documents (over two requests of
     # two), each .md/.txt file's one
     assert re.search(r"more\.jsonl\s.*\b3\b.*added 3", out), out
@@ -64,6 +65,7 @@ def test_ingest_files_and_folders(
     assert fake_service.runtime.kb.document_ids() == [
         "mars",
         "notes.txt",
+        "page.html",
         "salt",
         "tea",
         "zorn.md",
@@ -72,7 +74,7 @@ def test_ingest_files_and_folders(
     (folder / "notes.txt").write_text("Bread is baked from flour, water and salt.\n")
     assert main(["ingest", str(folder), str(jsonl), "--url", url]) == 0
     out = capsys.readouterr().out
-    assert "added 0, updated 1, unchanged 4" in out
+    assert "added 0, updated 1, unchanged 5" in out
     assert re.search(r"notes\.txt\s.*updated 1", out), out
 
 

@@ -1,0 +1,88 @@
+"""Text and title of a document file: plain text, Markdown, HTML or PDF.
+
+HTML is read with Beautiful Soup (the standard library's parser; scripts, styles and
+other non-text elements dropped, block elements on lines of their own), PDF with pypdf
+(each page's text layer). These are the libraries llama-index's own file readers use;
+``llama-index-readers-file`` itself imports pandas when it is imported, which warmrag
+has no other use for, so the two are called directly.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+#: Suffixes read as one document per file.
+TEXT_SUFFIXES = (".txt", ".md", ".html", ".htm", ".pdf")
+_NOT_TEXT = ("script", "style", "noscript", "template", "svg", "head")
+
+
+class UnreadableFileError(ValueError):
+    """The file cannot be read as a document; the message says why (not its path)."""
+
+
+@dataclass(frozen=True)
+class FileText:
+    text: str
+    title: str | None = None
+
+
+def markdown_title(text: str) -> str | None:
+    """A Markdown document's first heading."""
+    for line in text.splitlines():
+        if line.startswith("#"):
+            return line.lstrip("#").strip() or None
+    return None
+
+
+def _tidy(text: str) -> str:
+    """Trailing spaces off, runs of blank lines down to one."""
+    lines = [line.rstrip() for line in text.splitlines()]
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+
+
+def read_html(data: bytes) -> FileText:
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(data, "html.parser")
+    title_tag = soup.find("title")
+    title = title_tag.get_text(" ", strip=True) if title_tag else None
+    if not title and (h1 := soup.find("h1")):
+        title = h1.get_text(" ", strip=True)
+    for tag in soup(_NOT_TEXT):
+        tag.decompose()
+    body = soup.body or soup
+    return FileText(_tidy(body.get_text("\n")), title or None)
+
+
+def read_pdf(path: Path) -> FileText:
+    from pypdf import PdfReader
+    from pypdf.errors import PdfReadError
+
+    try:
+        reader = PdfReader(path)
+        pages = [page.extract_text() or "" for page in reader.pages]
+        meta = reader.metadata
+    except (PdfReadError, ValueError, KeyError) as exc:
+        raise UnreadableFileError(f"not a readable PDF ({exc})") from None
+    text = _tidy("\n\n".join(pages))
+    if not text:
+        raise UnreadableFileError("the PDF has no text layer (a scan needs OCR first)")
+    title = (meta.title if meta else None) or None
+    return FileText(text, title.strip() if title else None)
+
+
+def read_text_file(path: Path) -> FileText:
+    """The file's text and title by its suffix (one of ``TEXT_SUFFIXES``)."""
+    suffix = path.suffix.lower()
+    if suffix == ".pdf":
+        return read_pdf(path)
+    data = path.read_bytes()
+    if suffix in (".html", ".htm"):
+        return read_html(data)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UnreadableFileError(f"not UTF-8 text (byte {exc.start})") from None
+    return FileText(text, markdown_title(text))
