@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from api.cli import main
 from tests.conftest import ADMIN_TOKEN, Service, free_port
+from tests.fakes import FakeEngine
 
+StartFake = Callable[..., tuple[Service, FakeEngine]]
 DOC = {"id": "zorn", "text": "The river Zorn flows through the town of Kellerby."}
 
 
@@ -116,6 +119,27 @@ def test_an_id_given_twice_in_a_file_is_invalid(
     jsonl.write_text('{"id": "a", "text": "one"}\n{"id": "a", "text": "two"}\n')
     assert main(["ingest", str(jsonl), "--dry-run"]) == 2
     assert "document id 'a' is given twice" in capsys.readouterr().err
+
+
+def test_a_batch_the_service_refuses_stops_the_run_and_says_what_was_stored(
+    start_fake_service: StartFake,
+    tmp_path: Path,
+    admin_env: None,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Fault injected: the service's body-size limit refuses the second request (413)."""
+    service, _ = start_fake_service(max_request_bytes=4096)
+    (tmp_path / "a.md").write_text("# A\n\nAlpha is small.\n")
+    (tmp_path / "b.md").write_text("# B\n\n" + "Beta is large. " * 400)
+    (tmp_path / "c.md").write_text("# C\n\nGamma is small.\n")
+    args = ["ingest", str(tmp_path), "--url", service.url, "--batch-size", "1"]
+    assert main(args) == 1
+    captured = capsys.readouterr()
+    assert "HTTP 413" in captured.err and "WARMRAG_MAX_REQUEST_BYTES" in captured.err
+    assert re.search(r"a\.md\s.*added 1", captured.out)
+    assert re.search(r"b\.md\s.*failed", captured.out)
+    assert re.search(r"c\.md\s.*not sent", captured.out)
+    assert service.runtime.kb.document_ids() == ["a.md"]  # what was stored, nothing else
 
 
 def test_a_missing_path_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

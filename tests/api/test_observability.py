@@ -161,3 +161,23 @@ def test_slow_chats_are_bad_cases_grouped_by_question(start_fake_service: StartF
     assert resp.status_code == 401  # admin only
     resp = service.client.get("/admin/bad-cases", params={"similarity": 2}, headers=service.admin())
     assert resp.status_code == 422
+
+
+def test_a_chat_cut_off_after_its_first_token_still_counts_its_latency(
+    start_fake_service: StartFake,
+) -> None:
+    """Fault injected: the fake vLLM's stream breaks after its first delta."""
+    service, engine = start_fake_service()
+    service.ingest(DOC)
+    engine.crash_after_deltas = 1
+    body_json = {"question": QUESTION, "stream": True}
+    with service.client.stream("POST", "/v1/chat", json=body_json) as r:
+        body = r.read().decode()
+    assert r.status_code == 200 and "event: error" in body and "event: done" not in body
+    found = samples(service)
+    assert value(found, "warmrag_first_token_latency_seconds_count", warm="false") == 1
+    assert value(found, "warmrag_first_token_latency_seconds_count", warm="true") == 0
+    requests = "warmrag_chat_requests_total"
+    assert value(found, requests, endpoint="chat_stream", outcome="llm_unavailable") == 1
+    # not a finished chat: no bad case was kept for it
+    assert service.client.get("/admin/bad-cases", headers=service.admin()).json()["total"] == 0
