@@ -3,8 +3,10 @@
 ``serve`` runs the service here; every other command talks to a running service over its
 HTTP API (``--url``, or ``WARMRAG_URL``, default ``http://WARMRAG_HOST:WARMRAG_PORT``),
 with the admin token from ``WARMRAG_ADMIN_TOKEN`` and an API key, where the service wants
-one, from ``WARMRAG_API_KEY``. Exit status: 0 when everything asked for was done, 1 when
-something failed, 2 for bad input (nothing is sent then).
+one, from ``WARMRAG_API_KEY``. ``ingest`` and ``delete`` also run ``--embedded``: on the
+data folder's stores in this process, while no service holds them (``api.embedded``).
+Exit status: 0 when everything asked for was done, 1 when something failed, 2 for bad
+input (nothing is sent then).
 
 Typer builds the commands, their ``--help`` and argument checks from the signatures;
 rich draws the progress bar and the tables.
@@ -29,10 +31,10 @@ os.environ.setdefault(
 
 import subprocess
 import sys
-from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -42,9 +44,12 @@ from rich.table import Table
 from api.client import ServiceError, WarmragClient
 from api.config import Settings
 from api.logs import configure_logging
-from api.schemas import ChatResponse, IngestResponse
-from rag.models import DocumentIn
-from rag.sample import SUPPORTED_SUFFIXES, DocumentFileError, SourceFile, read_sources
+from api.schemas import ChatResponse
+from api.tally import IngestTally
+from rag.sample import SUPPORTED_SUFFIXES, DocumentFileError, read_sources
+
+if TYPE_CHECKING:
+    from api.embedded import EmbeddedService
 
 app = typer.Typer(
     name="warmrag",
@@ -86,6 +91,28 @@ def _client(url: str | None) -> WarmragClient:
     )
 
 
+EmbeddedOption = Annotated[
+    bool,
+    typer.Option(
+        "--embedded",
+        help="Write the data folder (WARMRAG_DATA_DIR) here, with no service running: for "
+        "loading documents before the first start. The next start re-checks the warm "
+        "prefixes against them.",
+    ),
+]
+
+
+def _documents_target(url: str | None, embedded: bool) -> WarmragClient | EmbeddedService:
+    """Where ``ingest`` and ``delete`` write: the service at ``url``, or the stores here."""
+    if not embedded:
+        return _client(url)
+    if url:
+        raise _fail("--embedded writes the data folder here; it takes no --url", 2)
+    from api.embedded import EmbeddedService
+
+    return EmbeddedService(Settings())
+
+
 def _fail(message: str, code: int = 1) -> typer.Exit:
     _err().print(f"[red]error:[/red] {message}", soft_wrap=True)
     return typer.Exit(code)
@@ -113,48 +140,6 @@ def serve() -> None:
 # ----- ingest ---------------------------------------------------------------------------
 
 
-class IngestTally:
-    """Each file's outcome as batches of its documents come back; a file's documents may
-    span requests (a large .jsonl), and one request may hold several files."""
-
-    NAMES = ("added", "updated", "unchanged")
-
-    def __init__(self, sources: Sequence[SourceFile]) -> None:
-        self.sources = list(sources)
-        self.owner = {d.id: s.path for s in sources for d in s.documents}
-        self.counts: dict[Path, Counter[str]] = {s.path: Counter() for s in sources}
-        self.failed: dict[Path, str] = {}
-
-    def add(self, result: IngestResponse) -> None:
-        for name in self.NAMES:
-            for doc_id in getattr(result, name):
-                self.counts[self.owner[doc_id]][name] += 1
-
-    def fail(self, batch: Sequence[DocumentIn], problem: str) -> None:
-        for doc in batch:
-            self.failed[self.owner[doc.id]] = problem
-
-    def totals(self) -> str:
-        total = sum(self.counts.values(), Counter())
-        return ", ".join(f"{name} {total[name]}" for name in self.NAMES)
-
-    def table(self, note: str = "not sent") -> Table:
-        """One row per file: invalid, failed, what it did, or ``note`` when not sent."""
-        table = Table("file", "documents", "outcome", title="ingest")
-        for source in self.sources:
-            counts = self.counts[source.path]
-            done = ", ".join(f"{n} {counts[n]}" for n in self.NAMES if counts[n])
-            if source.error:
-                outcome = "[red]invalid[/red]"
-            elif source.path in self.failed:
-                then = f"{done}, then " if done else ""
-                outcome = f"{then}[red]failed[/red]: {self.failed[source.path]}"
-            else:
-                outcome = done or note
-            table.add_row(str(source.path), str(len(source.documents)), outcome)
-        return table
-
-
 @app.command()
 def ingest(
     paths: Annotated[
@@ -172,6 +157,7 @@ def ingest(
         bool,
         typer.Option("--keep-going", help="Send the valid files even when some are invalid."),
     ] = False,
+    embedded: EmbeddedOption = False,
 ) -> None:
     """Send documents to the service.
 
@@ -193,8 +179,9 @@ def ingest(
         return
     docs = [d for s in sources for d in s.documents]
     failed: str | None = None
+    target = _documents_target(url, embedded)
     with (
-        _client(url) as client,
+        _opened(target) as client,
         Progress(
             TextColumn("ingest"),
             BarColumn(),
@@ -221,6 +208,21 @@ def ingest(
         raise _fail(f"{len(invalid)} of {len(sources)} files are invalid and were not sent")
 
 
+@contextmanager
+def _opened(
+    target: WarmragClient | EmbeddedService,
+) -> Iterator[WarmragClient | EmbeddedService]:
+    """``target`` entered; a failure to open it (the data folder in use) ends the command."""
+    try:
+        opened = target.__enter__()
+    except ServiceError as exc:
+        raise _fail(str(exc)) from None
+    try:
+        yield opened
+    finally:
+        target.__exit__(None, None, None)
+
+
 # ----- other admin commands ---------------------------------------------------------------
 
 
@@ -228,12 +230,13 @@ def ingest(
 def delete(
     ids: Annotated[list[str], typer.Argument(help="Document ids, as `documents` lists them.")],
     url: UrlOption = None,
+    embedded: EmbeddedOption = False,
 ) -> None:
     """Delete documents (their chunks, triples and warm prefixes with them)."""
     out = _out()
     table = Table("document", "outcome", title="delete")
     missing = 0
-    with _client(url) as client:
+    with _opened(_documents_target(url, embedded)) as client:
         for doc_id in ids:
             try:
                 result = client.delete(doc_id)

@@ -11,30 +11,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import socket
 from collections.abc import Sequence
 from enum import StrEnum
 
 import anyio
 import numpy as np
-from qdrant_client import QdrantClient
 
 from api.config import Settings
 from api.replicas import ReplicaWatch, build_llm, probe_all
-from kg.extract import TripleExtractor
-from kg.store import KnowledgeGraph
+from api.stores import build_knowledge
 from kg.subgraph import SubgraphSelector
 from rag.alignment import BlockAligner, VLLMTokenCounter
 from rag.bad_cases import BadCaseLog
 from rag.chat import ChatEngine
-from rag.collection import SharedCollection
 from rag.context_memo import ContextMemo
 from rag.cpu import CpuFeatures, VLLMCpuPlan, plan_for
 from rag.embedding import Embedder, shared_embedder
-from rag.graph_sync import GraphSync
-from rag.knowledge_base import KnowledgeBase
-from rag.knowledge_service import KnowledgeService
 from rag.llm import LLMEngine
 from rag.metrics import ServiceMetrics
 from rag.model import ensure_chat_model
@@ -91,22 +83,9 @@ class Runtime:
         self.error: str | None = None
         self.embedder = embedder or shared_embedder()
 
-        self.kb = KnowledgeBase(
-            s.data_dir,
-            self._qdrant_client,
-            self.embedder,
-            collection=s.qdrant_collection,
-            chunk_tokens=s.chunk_tokens,
-            chunk_overlap_tokens=s.chunk_overlap_tokens,
-            shared=self._shared_collection(),
-            embed_keys=("title",) if s.embed_title else (),
-            load=False,
-        )
-        self.graph = KnowledgeGraph(s.data_dir / "kg", self.embedder.embed_texts, load=False)
-        extractor = TripleExtractor() if s.kg_extraction else None
-        self.knowledge = KnowledgeService(
-            self.kb, GraphSync(self.kb, self.graph, extractor, load=False)
-        )
+        self.knowledge = build_knowledge(s, self.embedder)
+        self.kb = self.knowledge.kb
+        self.graph = self.knowledge.graph_sync.graph
         self.knowledge.add_listener(self._on_kb_change)
         self.selector = SubgraphSelector(self.graph, similarity_threshold=s.kg_similarity_threshold)
         windows = (
@@ -216,27 +195,6 @@ class Runtime:
     def _fact_vectors(self, doc_ids: Sequence[str]) -> np.ndarray:
         """The graph's fact vectors of these documents (for the context memo)."""
         return self.graph.snapshot.document_edge_vectors(doc_ids)
-
-    def _shared_collection(self) -> SharedCollection | None:
-        """On a Qdrant server the collection is shared: see ``rag.collection``."""
-        s = self.settings
-        if not s.qdrant_is_remote:
-            return None
-        return SharedCollection(
-            writer_id=None,  # the data folder's, read at open
-            writer_name=s.instance_name or f"{socket.gethostname()}:{os.getpid()}",
-            hnsw_m=s.qdrant_hnsw_m,
-            hnsw_ef_construct=s.qdrant_hnsw_ef_construct,
-            lease_ttl_s=s.qdrant_lease_ttl_s,
-        )
-
-    def _qdrant_client(self) -> QdrantClient:
-        s = self.settings
-        if s.qdrant_url:
-            key = s.qdrant_api_key.get_secret_value() if s.qdrant_api_key else None
-            return QdrantClient(url=s.qdrant_url, api_key=key)
-        # Local mode: brute-force search, one client per folder (exclusive lock).
-        return QdrantClient(path=str(self.settings.qdrant_path))
 
     @property
     def ready(self) -> bool:

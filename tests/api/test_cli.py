@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from api.cli import main
-from tests.conftest import ADMIN_TOKEN, Service, free_port
+from tests.conftest import ADMIN_TOKEN, Service, Services, free_port
 from tests.fakes import FakeEngine
 
 StartFake = Callable[..., tuple[Service, FakeEngine]]
@@ -232,3 +232,56 @@ def test_ask_when_vllm_is_down(
     assert "HTTP 503: vLLM is unavailable" in capsys.readouterr().err
     assert main(["status", "--url", fake_service.url]) == 1
     assert "vLLM is not answering" in capsys.readouterr().out
+
+
+def test_embedded_ingest_and_delete_write_the_folder_the_service_then_serves(
+    services: Services,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """No service runs: the CLI opens the data folder's stores itself."""
+    monkeypatch.setenv("WARMRAG_DATA_DIR", str(services.data_dir))
+    monkeypatch.setenv("COLUMNS", "200")
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "zorn.md").write_text("# The Zorn\n\nThe river Zorn flows through Kellerby.\n")
+    (folder / "notes.txt").write_text("Bread is baked from flour and water.\n")
+    mars = {"id": "mars", "text": "Mars has two moons.", "triples": [["Mars", "has", "two moons"]]}
+    (folder / "more.jsonl").write_text(json.dumps(mars) + "\n")
+
+    assert main(["ingest", "--embedded", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"zorn\.md\s.*added 1", out) and "added 3" in out
+    assert main(["delete", "--embedded", "notes.txt", "nope"]) == 1
+    out = capsys.readouterr().out
+    assert re.search(r"notes\.txt\s.*deleted", out) and re.search(r"nope\s.*no such", out)
+    assert main(["ingest", "--embedded", "--url", "http://x", str(folder)]) == 2
+    assert "takes no --url" in capsys.readouterr().err
+
+    service = services.start(llm=FakeEngine())  # the same data folder
+    assert service.runtime.kb.document_ids() == ["mars", "zorn.md"]
+    assert ["Mars", "has", "two moons"] in [
+        [t.subject, t.predicate, t.object]
+        for t in service.runtime.graph.triples_for_document("mars")
+    ]
+    answer = service.chat("Which town does the river Zorn flow through?")
+    assert answer["passages"][0]["doc_id"] == "zorn.md"
+
+
+def test_embedded_mode_refuses_a_folder_a_service_holds(
+    fake_service: Service,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("WARMRAG_DATA_DIR", str(fake_service.settings.data_dir))
+    fake_service.ingest(DOC)
+    page = tmp_path / "bread.md"
+    page.write_text("Bread is baked from flour and water.\n")
+    assert main(["ingest", "--embedded", str(page)]) == 1
+    err = capsys.readouterr().err
+    assert f"cannot open {fake_service.settings.data_dir}" in err, err
+    assert "drop --embedded" in err
+    assert fake_service.runtime.kb.document_ids() == ["zorn"]
+    assert fake_service.chat("What is bread baked from?")["passages"][0]["doc_id"] == "zorn"

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from qdrant_client import QdrantClient
 
+from api import stores
 from api.config import Settings
 from api.runtime import Runtime
 from rag.embedding import Embedder
@@ -30,7 +31,7 @@ class _SharedClient(QdrantClient):
 @pytest.fixture
 def qdrant_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[QdrantClient]:
     client = _SharedClient(path=str(tmp_path / "server"))
-    monkeypatch.setattr(Runtime, "_qdrant_client", lambda self: client)
+    monkeypatch.setattr(stores, "qdrant_client", lambda settings: client)
     yield client
     QdrantClient.close(client)
 

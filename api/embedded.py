@@ -1,0 +1,110 @@
+"""The CLI's embedded mode: a data folder's knowledge base and graph, opened in this
+process with no server running.
+
+For loading documents before the first start, or while the service is stopped. The
+stores are the service's own (``api.stores.build_knowledge``) and the writes go through
+the same ``KnowledgeService``. Warm prefixes are left alone: the next start finds the
+knowledge base newer than the warm registry and checks every entry against it before
+restoring any, the path a service stopped between a write and its detection takes.
+
+Only one process may open a data folder's embedded Qdrant: while the service runs, it
+holds the folder, and opening it here fails with that said (send to the service
+instead). On a Qdrant server, the collection's writer lease decides the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import ExitStack
+from types import TracebackType
+from typing import TypeVar
+
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+
+from api.client import ServiceError
+from api.config import Settings
+from api.schemas import DeleteResponse, IngestResponse
+from api.stores import build_knowledge
+from rag.knowledge_base import DocumentNotFoundError
+from rag.knowledge_service import KnowledgeService
+from rag.lease import CollectionLeasedError
+from rag.models import ChangeSet, DocumentIn
+
+T = TypeVar("T")
+
+#: What opening or writing the stores can raise that the user can act on.
+_STORE_ERRORS = (OSError, RuntimeError, ValueError, CollectionLeasedError)
+
+
+class EmbeddedService:
+    """``ingest`` and ``delete`` as ``WarmragClient`` has them, on the stores directly;
+    failures are ``ServiceError`` with the reason."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._stack = ExitStack()
+        self._portal: BlockingPortal | None = None
+        self._knowledge: KnowledgeService | None = None
+
+    @property
+    def where(self) -> str:
+        s = self.settings
+        return f"the Qdrant server's {s.qdrant_collection!r}" if s.qdrant_url else str(s.data_dir)
+
+    def __enter__(self) -> EmbeddedService:
+        from rag.embedding import shared_embedder  # the model stack: only when used
+
+        embedder = shared_embedder()
+        knowledge = build_knowledge(self.settings, embedder)
+        try:
+            self.settings.data_dir.mkdir(parents=True, exist_ok=True)
+            embedder.warm_up()
+            knowledge.open()
+        except _STORE_ERRORS as exc:
+            knowledge.close()
+            # Local Qdrant's lock: the service has the folder open.
+            held = isinstance(exc, RuntimeError) and not self.settings.qdrant_url
+            hint = " (a running service holds it: drop --embedded)" if held else ""
+            raise ServiceError(f"cannot open {self.where}: {exc}{hint}") from None
+        self._stack.callback(knowledge.close)
+        self._portal = self._stack.enter_context(start_blocking_portal())
+        self._knowledge = knowledge
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._stack.close()
+
+    def _write(self, what: str, write: Callable[[T], Awaitable[ChangeSet]], arg: T) -> ChangeSet:
+        assert self._portal is not None, "not open"
+        try:
+            return self._portal.call(write, arg)
+        except DocumentNotFoundError:
+            raise
+        except _STORE_ERRORS as exc:
+            raise ServiceError(f"{what} failed in {self.where}: {exc}") from None
+
+    @property
+    def knowledge(self) -> KnowledgeService:
+        assert self._knowledge is not None, "not open"
+        return self._knowledge
+
+    def ingest(self, documents: Sequence[DocumentIn]) -> IngestResponse:
+        change = self._write("ingest", self.knowledge.ingest, documents)
+        return IngestResponse.model_validate(change, from_attributes=True)
+
+    def delete(self, doc_id: str) -> DeleteResponse | None:
+        """None if there is no such document."""
+        try:
+            change = self._write("delete", self.knowledge.delete, doc_id)
+        except DocumentNotFoundError:
+            return None
+        return DeleteResponse(
+            deleted=doc_id,
+            removed_chunks=len(change.removed_chunk_ids),
+            kb_version=change.kb_version,
+        )

@@ -1,0 +1,63 @@
+"""The knowledge base and graph of one instance, built from the settings without I/O.
+
+The service's runtime and the CLI's embedded mode (``warmrag ingest --embedded``) build
+them here, so both write the same collection, docstore and graph the same way.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from qdrant_client import QdrantClient
+
+from api.config import Settings
+from kg.extract import TripleExtractor
+from kg.store import KnowledgeGraph
+from rag.collection import SharedCollection
+from rag.embedding import Embedder
+from rag.graph_sync import GraphSync
+from rag.knowledge_base import KnowledgeBase
+from rag.knowledge_service import KnowledgeService
+
+
+def qdrant_client(settings: Settings) -> QdrantClient:
+    """The Qdrant server's client, or the data folder's local store."""
+    if settings.qdrant_url:
+        key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
+        return QdrantClient(url=settings.qdrant_url, api_key=key)
+    # Local mode: brute-force search, one client per folder (exclusive lock).
+    return QdrantClient(path=str(settings.qdrant_path))
+
+
+def shared_collection(settings: Settings) -> SharedCollection | None:
+    """On a Qdrant server the collection is shared: see ``rag.collection``."""
+    if not settings.qdrant_is_remote:
+        return None
+    return SharedCollection(
+        writer_id=None,  # the data folder's, read at open
+        writer_name=settings.instance_name or f"{socket.gethostname()}:{os.getpid()}",
+        hnsw_m=settings.qdrant_hnsw_m,
+        hnsw_ef_construct=settings.qdrant_hnsw_ef_construct,
+        lease_ttl_s=settings.qdrant_lease_ttl_s,
+    )
+
+
+def build_knowledge(settings: Settings, embedder: Embedder) -> KnowledgeService:
+    """The knowledge base and its graph, with the writes that keep them together
+    (``KnowledgeService.open`` opens them)."""
+    s = settings
+    kb = KnowledgeBase(
+        s.data_dir,
+        lambda: qdrant_client(s),  # looked up at open: tests stand a client in for a server
+        embedder,
+        collection=s.qdrant_collection,
+        chunk_tokens=s.chunk_tokens,
+        chunk_overlap_tokens=s.chunk_overlap_tokens,
+        shared=shared_collection(s),
+        embed_keys=("title",) if s.embed_title else (),
+        load=False,
+    )
+    graph = KnowledgeGraph(s.data_dir / "kg", embedder.embed_texts, load=False)
+    extractor = TripleExtractor() if s.kg_extraction else None
+    return KnowledgeService(kb, GraphSync(kb, graph, extractor, load=False))
