@@ -24,7 +24,18 @@ from api.config import Settings
 from api.deps import ApiKeyDep
 from api.guards import BodySizeLimit, ChatLimiter
 from api.openai_errors import OpenAIErrors, is_openai_path, openai_error
-from api.routes import bad_cases, chat, completions, documents, health, kg, models, warmup
+from api.routes import (
+    bad_cases,
+    chat,
+    completions,
+    console,
+    documents,
+    health,
+    kg,
+    models,
+    traffic,
+    warmup,
+)
 from api.runtime import Runtime
 from rag.embedding import Embedder
 from rag.lease import CollectionLeasedError
@@ -86,8 +97,10 @@ def create_app(
         version="0.1.0",
         lifespan=lifespan,
     )
-    for module in (health, documents, kg, warmup, bad_cases):
+    for module in (health, documents, kg, warmup, bad_cases, traffic, console):
         app.include_router(module.router)
+    app.include_router(documents.files_router)
+    app.mount("/console", console.assets(), name="console")
     for module in (chat, completions, models):
         app.include_router(module.router, dependencies=[ApiKeyDep] if settings.api_keys else [])
     app.state.metrics = metrics

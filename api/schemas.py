@@ -107,6 +107,11 @@ class IngestResponse(BaseModel):
     kb_version: int
 
 
+class FileIngestResponse(IngestResponse):
+    path: str
+    documents: list[str] = Field(description="Ids of the documents the file held.")
+
+
 class DeleteResponse(BaseModel):
     deleted: str
     removed_chunks: int
@@ -257,6 +262,10 @@ class RegistryEntryOut(BaseModel):
     fingerprint: str
     ttl_s: float
     hits: int
+    residency: Literal["warm", "evicted", "failover"] = Field(
+        description="warm, or why it waits for a re-warm: evicted (vLLM dropped some of "
+        "its blocks) or failover (its replica went down)"
+    )
 
 
 class RegistryResponse(BaseModel):
@@ -308,9 +317,10 @@ class ErrorResponse(BaseModel):
 _ERRORS = {
     401: "Missing or wrong credentials (admin token, or API key when keys are configured).",
     403: "Admin routes are disabled: no admin token is configured.",
-    404: "No such document.",
+    404: "No such document (or, in the graph views, entity).",
     409: "Warmup is disabled.",
     413: "The request body is over WARMRAG_MAX_REQUEST_BYTES; it was not read.",
+    415: "The file's type is not one warmrag reads; the message lists those it does.",
     422: "Invalid input; `detail` names each problem. Nothing was stored.",
     429: "Over the client's chat rate or concurrency limit; see Retry-After.",
     500: "Internal error; `component` and `request_id` identify it.",

@@ -17,11 +17,11 @@ import json
 import random
 import re
 import statistics
-import subprocess
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from bench.apt import AptInstallError, apt_install
 from bench.asciidoc import parse_sections, question_for
 from bench.retrieval_quality import GoldQuestion
 from bench.workload import Topic, request_streams
@@ -51,18 +51,12 @@ def ensure_package(root: Path = DOC_ROOT) -> None:
     """Install ``git-doc`` when its sources are missing (the benchmark runs as root)."""
     if (root / "user-manual.txt").exists():
         return
-    install = ["apt-get", "install", "-y", "--no-install-recommends", PACKAGE]
     try:
-        if subprocess.run(install, capture_output=True).returncode != 0:
-            # A fresh machine has no package lists yet.
-            subprocess.run(["apt-get", "update"], check=True, capture_output=True)
-            subprocess.run(install, check=True, capture_output=True)
-    except (OSError, subprocess.CalledProcessError) as exc:
-        detail = getattr(exc, "stderr", b"") or b""
+        apt_install(PACKAGE)
+    except AptInstallError as exc:
         raise RuntimeError(
             f"the real corpus needs the Debian package {PACKAGE!r} ({root}/user-manual.txt is "
-            f"missing) and `apt-get install -y {PACKAGE}` failed: {exc} "
-            f"{detail.decode(errors='replace')[-500:]}"
+            f"missing) and {exc}"
         ) from exc
     if not (root / "user-manual.txt").exists():
         raise RuntimeError(f"{PACKAGE} is installed but {root}/user-manual.txt is still missing")

@@ -81,6 +81,15 @@ class EntityInfo(BaseModel):
     degree: int
 
 
+class Neighbourhood(BaseModel):
+    """The triples one entity takes part in (a triple from it to itself is outgoing)."""
+
+    entity: EntityInfo
+    outgoing: list[Triple] = Field(description="Triples the entity is the subject of.")
+    incoming: list[Triple] = Field(description="Triples the entity is the object of.")
+    total: int = Field(description="All its triples; the lists hold at most the limit asked.")
+
+
 class TripleValidationError(ValueError):
     """A supplied triple is malformed; ``index`` is its 0-based position (None: not a list)."""
 

@@ -25,7 +25,7 @@ import networkx as nx
 
 from kg.embeddings import EmbeddingTable, EmbedFn, embed_checked
 from kg.index import GraphSnapshot
-from kg.models import EntityInfo, Triple, triple_text
+from kg.models import EntityInfo, Neighbourhood, Triple, triple_text
 from kg.normalize import EntityNormalizer, default_normalizer, normalize_predicate
 from kg.persist import atomic_write, remove_stale_temps
 
@@ -141,6 +141,33 @@ class KnowledgeGraph:
                 ranked.append((rank, -int(self._graph.degree(key)), key, name))
         ranked.sort()
         return [EntityInfo(key=k, name=n, degree=-d) for _, d, k, n in ranked[:limit]]
+
+    def around(self, name: str, limit: int = 50) -> Neighbourhood | None:
+        """The entity called ``name`` (any surface form its key normalizes to) and up to
+        ``limit`` of its triples, outgoing first, each list sorted by predicate, subject,
+        object and document; None if the graph has no such entity."""
+        key = self.normalizer.normalize(name)
+
+        def order(t: Triple) -> tuple[str, str, str, str]:
+            return (t.predicate, t.subject, t.object, t.doc_id)
+
+        with self._lock:
+            if key not in self._graph:
+                return None
+            out_refs = list(self._graph.out_edges(key, keys=True))
+            in_refs = [r for r in self._graph.in_edges(key, keys=True) if r[0] != key]
+            outgoing = sorted((self._edge_triple(r) for r in out_refs), key=order)
+            incoming = sorted((self._edge_triple(r) for r in in_refs), key=order)
+            node = self._graph.nodes[key]
+            entity = EntityInfo(
+                key=key, name=str(node.get("name", key)), degree=int(self._graph.degree(key))
+            )
+        return Neighbourhood(
+            entity=entity,
+            outgoing=outgoing[:limit],
+            incoming=incoming[: max(0, limit - len(outgoing))],
+            total=len(outgoing) + len(incoming),
+        )
 
     # -- write side -----------------------------------------------------------------------
 

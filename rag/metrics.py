@@ -1,15 +1,18 @@
 """Prometheus metrics of one service instance (its own registry, so several apps
-in one process, as in tests, do not collide)."""
+in one process, as in tests, do not collide), and its timeline of recent chats (what the
+console draws without a Prometheus server)."""
 
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from rag.timeline import HEATMAP_BUCKET_MS, HEATMAP_BUCKETS, ChatTimeline
+
 #: 50 ms buckets up to 1 s (the first-token latency heat map of the cold-start design:
 #: 20 buckets, the last from 950 ms), then coarser ones to 30 s: a cold prefill of a
 #: realistic RAG prompt takes several seconds on a CPU host.
 FIRST_TOKEN_BUCKETS = (
-    *(round(0.05 * i, 2) for i in range(1, 21)),
+    *(round(HEATMAP_BUCKET_MS * i / 1000, 2) for i in range(1, HEATMAP_BUCKETS + 1)),
     *(1.5, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 30.0),
 )
 
@@ -156,9 +159,11 @@ class ServiceMetrics:
         )
         self._chats = 0
         self._hits = 0
+        self.timeline = ChatTimeline()
 
     def observe_first_token(self, seconds: float, warm_hit: bool) -> None:
         self.first_token_latency.labels("true" if warm_hit else "false").observe(seconds)
+        self.timeline.record(seconds * 1000, warm_hit)
 
     def record_chat(self, warm_hit: bool) -> None:
         self._chats += 1

@@ -9,9 +9,10 @@ has no other use for, so the two are called directly.
 
 from __future__ import annotations
 
+import io
 import re
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 #: Suffixes read as one document per file.
 TEXT_SUFFIXES = (".txt", ".md", ".html", ".htm", ".pdf")
@@ -56,16 +57,18 @@ def read_html(data: bytes) -> FileText:
     return FileText(_tidy(body.get_text("\n")), title or None)
 
 
-def read_pdf(path: Path) -> FileText:
+def read_pdf(data: bytes) -> FileText:
     from pypdf import PdfReader
-    from pypdf.errors import PdfReadError
 
     try:
-        reader = PdfReader(path)
+        reader = PdfReader(io.BytesIO(data))
         pages = [page.extract_text() or "" for page in reader.pages]
         meta = reader.metadata
-    except (PdfReadError, ValueError, KeyError) as exc:
-        raise UnreadableFileError(f"not a readable PDF ({exc})") from None
+    except Exception as exc:
+        # pypdf's own errors (PyPdfError, DependencyError for encrypted files) and the
+        # TypeError/KeyError/... a damaged file can raise from deep in its parser: the
+        # file comes from a user, so any failure to read it is the file's.
+        raise UnreadableFileError(f"not a readable PDF ({type(exc).__name__}: {exc})") from None
     text = _tidy("\n\n".join(pages))
     if not text:
         raise UnreadableFileError("the PDF has no text layer (a scan needs OCR first)")
@@ -73,12 +76,12 @@ def read_pdf(path: Path) -> FileText:
     return FileText(text, title.strip() if title else None)
 
 
-def read_text_file(path: Path) -> FileText:
-    """The file's text and title by its suffix (one of ``TEXT_SUFFIXES``)."""
-    suffix = path.suffix.lower()
+def read_document(name: str, data: bytes) -> FileText:
+    """The text and title of a file's contents by its name's suffix (one of
+    ``TEXT_SUFFIXES``)."""
+    suffix = PurePosixPath(name).suffix.lower()
     if suffix == ".pdf":
-        return read_pdf(path)
-    data = path.read_bytes()
+        return read_pdf(data)
     if suffix in (".html", ".htm"):
         return read_html(data)
     try:
@@ -86,3 +89,8 @@ def read_text_file(path: Path) -> FileText:
     except UnicodeDecodeError as exc:
         raise UnreadableFileError(f"not UTF-8 text (byte {exc.start})") from None
     return FileText(text, markdown_title(text))
+
+
+def read_text_file(path: Path) -> FileText:
+    """The file's text and title by its suffix (one of ``TEXT_SUFFIXES``)."""
+    return read_document(path.name, path.read_bytes())

@@ -11,57 +11,86 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+
+from pydantic import ValidationError
 
 from rag.models import DocumentIn, loads_json
-from rag.readers import TEXT_SUFFIXES, UnreadableFileError, read_text_file
+from rag.readers import TEXT_SUFFIXES, UnreadableFileError, read_document
 
 SAMPLE_KB_DIR = Path(__file__).resolve().parent / "sample_kb"
 SUPPORTED_SUFFIXES = (*TEXT_SUFFIXES, ".jsonl")
+
+
+def validation_problems(exc: ValidationError) -> str:
+    """Each problem as ``field: message``, without the input it quotes."""
+    return "; ".join(
+        f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" if e["loc"] else str(e["msg"])
+        for e in exc.errors(include_input=False, include_url=False)
+    )
 
 
 class DocumentFileError(ValueError):
     """A file could not be read as documents; the message names file and line."""
 
 
+class UnsupportedFileTypeError(DocumentFileError):
+    """The file's suffix is none of ``SUPPORTED_SUFFIXES``."""
+
+
 def documents_from_file(path: Path, root: Path | None = None) -> Iterator[DocumentIn]:
     """A text file (``TEXT_SUFFIXES``): one document, its id the path relative to
     ``root`` (default: the file's folder), its title in the metadata; ``.jsonl``: one
     ``DocumentIn`` per line."""
-    suffix = path.suffix.lower()
-    if suffix not in SUPPORTED_SUFFIXES:
-        raise DocumentFileError(
-            f"{path}: unsupported file type (use {', '.join(SUPPORTED_SUFFIXES)})"
+    check_suffix(path.name, str(path))
+    name = path.relative_to(root).as_posix() if root is not None else path.name
+    yield from documents_from_bytes(name, path.read_bytes(), str(path))
+
+
+def check_suffix(name: str, label: str) -> None:
+    """Raise ``DocumentFileError`` unless ``name`` has a supported suffix."""
+    if PurePosixPath(name).suffix.lower() not in SUPPORTED_SUFFIXES:
+        raise UnsupportedFileTypeError(
+            f"{label}: unsupported file type (use {', '.join(SUPPORTED_SUFFIXES)})"
         )
-    if suffix == ".jsonl":
-        yield from _jsonl_documents(path)
+
+
+def documents_from_bytes(name: str, data: bytes, label: str | None = None) -> Iterator[DocumentIn]:
+    """The documents of a file's contents, read as ``documents_from_file`` reads a file:
+    ``name`` is its path relative to its root (``/`` between folders), the id of a text
+    file's document; ``label`` names the file in errors (default ``name``)."""
+    label = label or name
+    check_suffix(name, label)
+    if PurePosixPath(name).suffix.lower() == ".jsonl":
+        yield from _jsonl_documents(data, label)
         return
     try:
-        content = read_text_file(path)
+        content = read_document(name, data)
     except UnreadableFileError as exc:
-        raise DocumentFileError(f"{path}: {exc}") from None
-    doc_id = path.relative_to(root).as_posix() if root is not None else path.name
-    metadata: dict[str, str] = {"source": doc_id}
+        raise DocumentFileError(f"{label}: {exc}") from None
+    metadata: dict[str, str] = {"source": name}
     if content.title:
         metadata["title"] = content.title
     try:
-        yield DocumentIn(id=doc_id, text=content.text, metadata=metadata)
-    except ValueError as exc:
-        raise DocumentFileError(f"{path}: {exc}") from exc
+        yield DocumentIn(id=name, text=content.text, metadata=metadata)
+    except ValidationError as exc:
+        raise DocumentFileError(f"{label}: {validation_problems(exc)}") from None
 
 
-def _jsonl_documents(path: Path) -> Iterator[DocumentIn]:
+def _jsonl_documents(data: bytes, label: str) -> Iterator[DocumentIn]:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise DocumentFileError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+        raise DocumentFileError(f"{label}: not UTF-8 text (byte {exc.start})") from None
     for number, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
         try:
             yield DocumentIn.model_validate(loads_json(line))
-        except ValueError as exc:
-            raise DocumentFileError(f"{path}:{number}: {exc}") from exc
+        except ValidationError as exc:
+            raise DocumentFileError(f"{label}:{number}: {validation_problems(exc)}") from None
+        except ValueError as exc:  # not JSON
+            raise DocumentFileError(f"{label}:{number}: {exc}") from None
 
 
 def load_sample_documents() -> list[DocumentIn]:

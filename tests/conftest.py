@@ -31,6 +31,7 @@ from rag.embedding import Embedder, shared_embedder
 from rag.llm import LLMEngine
 from rag.model import ensure_chat_model
 from rag.vllm_server import VLLMServer
+from tests.browser import CHROMIUM
 from tests.fakes import FakeEngine
 
 REPO = Path(__file__).resolve().parent.parent
@@ -47,6 +48,21 @@ def pytest_configure(config: pytest.Config) -> None:
     the end (an explicit ``--basetemp`` is left to its owner)."""
     if config.option.basetemp is None:
         config.option.basetemp = str(TEST_TMP)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start installing Chromium now if a browser test is to run (it takes a while)."""
+    if any(item.get_closest_marker("browser") for item in session.items):
+        CHROMIUM.start()
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Path:
+    """Chromium's path; the test is skipped, with the reason, where it cannot be had."""
+    path, problem = CHROMIUM.wait()
+    if path is None:
+        pytest.skip(problem)
+    return path
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -88,6 +88,10 @@ class Restorer:
     def mark_evicted(self, fingerprint: str, reason: RewarmReason = RewarmReason.EVICTED) -> None:
         self._evicted.setdefault(fingerprint, reason)
 
+    def pending(self, fingerprint: str) -> RewarmReason | None:
+        """Why the entry waits for a re-warm (evicted, or its replica failed); else None."""
+        return self._evicted.get(fingerprint)
+
     async def rewarm_evicted(self, report: CycleReport) -> None:
         """Warm every marked entry again, hottest first (ordered once per batch: a
         failed replica can mark thousands; marks added meanwhile make the next batch)."""

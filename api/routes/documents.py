@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Path, status
+import anyio
+from fastapi import APIRouter, HTTPException, Path, Query, Request, status
 from starlette.convertors import PathConvertor, register_url_convertor
 
 from api.deps import AdminDep, KBDep, KnowledgeDep
@@ -14,12 +16,19 @@ from api.schemas import (
     WRITE_ERRORS,
     DeleteResponse,
     DocumentListResponse,
+    FileIngestResponse,
     IngestRequest,
     IngestResponse,
     error_responses,
 )
 from rag.knowledge_base import DocumentNotFoundError
-from rag.models import DOC_ID_DESCRIPTION, DocId
+from rag.models import DOC_ID_DESCRIPTION, DocId, DocumentIn
+from rag.sample import (
+    SUPPORTED_SUFFIXES,
+    DocumentFileError,
+    UnsupportedFileTypeError,
+    documents_from_bytes,
+)
 
 router = APIRouter(
     prefix="/admin/documents",
@@ -27,6 +36,8 @@ router = APIRouter(
     dependencies=[AdminDep],
     route_class=StrictJSONRoute,
 )
+#: Routes whose body is a file's bytes, not JSON.
+files_router = APIRouter(prefix="/admin/documents", tags=["admin"], dependencies=[AdminDep])
 
 
 class DocIdConvertor(PathConvertor):
@@ -75,4 +86,64 @@ async def delete_document(doc_id: PathDocId, knowledge: KnowledgeDep) -> DeleteR
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no document with id {doc_id!r}") from None
     return DeleteResponse(
         deleted=doc_id, removed_chunks=len(change.removed_chunk_ids), kb_version=change.kb_version
+    )
+
+
+def _read_file(path: str, data: bytes) -> list[DocumentIn]:
+    """The file's documents; its ids must be unique (a .jsonl may hold any number of
+    documents: the body-size limit bounds it, as for ``warmrag ingest``)."""
+    try:
+        documents = list(documents_from_bytes(path, data))
+    except UnsupportedFileTypeError as exc:
+        raise HTTPException(status.HTTP_415_UNSUPPORTED_MEDIA_TYPE, str(exc)) from None
+    except DocumentFileError as exc:
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
+    ids = Counter(d.id for d in documents)
+    if dupes := sorted(doc_id for doc_id, n in ids.items() if n > 1):
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT,
+            f"{path}: duplicate document ids in one file: {', '.join(dupes)}",
+        )
+    return documents
+
+
+@files_router.post(
+    "/files",
+    response_model=FileIngestResponse,
+    responses=error_responses(*WRITE_ERRORS, 415),
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}
+            },
+        }
+    },
+)
+async def ingest_file(
+    request: Request,
+    knowledge: KnowledgeDep,
+    path: Annotated[
+        str,
+        Query(
+            min_length=1,
+            max_length=1024,
+            description="The file's path relative to the folder it was chosen from: the "
+            "document id of a text file, and its type by suffix "
+            f"({', '.join(SUPPORTED_SUFFIXES)}). A .jsonl file's lines carry their own ids.",
+        ),
+    ],
+) -> FileIngestResponse:
+    """Ingest one file sent as the request body, read as ``warmrag ingest`` reads it
+    (HTML and PDF text included). Nothing is stored unless the whole file is readable."""
+    data = await request.body()
+    documents = await anyio.to_thread.run_sync(_read_file, path, data)
+    change = await knowledge.ingest(documents)
+    return FileIngestResponse(
+        path=path,
+        documents=[d.id for d in documents],
+        added=change.added,
+        updated=change.updated,
+        unchanged=change.unchanged,
+        kb_version=change.kb_version,
     )

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 from api.deps import AdminDep, GraphDep, KBDep, RetrieverDep
 from api.routes.documents import PathDocId
 from api.schemas import ADMIN_ERRORS, Question, error_responses
-from kg.models import EntityInfo, ScoredTriple, Triple
+from kg.models import EntityInfo, Neighbourhood, ScoredTriple, Triple
 from rag.models import CleanText, Passage
 
 router = APIRouter(
@@ -50,6 +50,19 @@ async def entities(
         node_count=graph.node_count,
         edge_count=graph.edge_count,
     )
+
+
+@router.get("/around", response_model=Neighbourhood, responses=error_responses(404))
+async def around(
+    graph: GraphDep,
+    entity: Annotated[CleanText, Query(min_length=1, max_length=200, description="entity name")],
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+) -> Neighbourhood:
+    """The knowledge graph around one entity: the triples it is the subject or object of."""
+    found = graph.around(entity, limit)
+    if found is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no entity named {entity!r} in the graph")
+    return found
 
 
 @router.get("/subgraph", response_model=SubgraphResponse)

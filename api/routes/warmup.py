@@ -42,6 +42,8 @@ async def registry(service: WarmupDep, kb: KBDep, scheduler: SchedulerDep) -> Re
     for entry in service.registry.entries():
         item = entry.model_dump(exclude={"messages"})
         item["ttl_s"] = round(entry.expires_at - now, 1)
+        pending = service.restorer.pending(entry.fingerprint)
+        item["residency"] = pending.value if pending else "warm"
         entries.append(item)
     budget = service.budget
     return RegistryResponse.model_validate(

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+
 from tests.conftest import ADMIN_TOKEN, Service, ServiceFactory
+from tests.fakes import FakeEngine
+from tests.rag.test_readers import write_pdf
 
 DOC = {
     "id": "zorn",
@@ -105,3 +112,73 @@ def test_restart_keeps_the_knowledge_base(start_service: ServiceFactory) -> None
     answer = second.chat("Where does the Zorn flow?")
     assert answer["passages"][0]["doc_id"] == "zorn"
     assert second.ingest(DOC)["unchanged"] == ["zorn"]
+
+
+def upload(service: Service, path: str, data: bytes, admin: bool = True) -> httpx.Response:
+    return service.client.post(
+        "/admin/documents/files",
+        params={"path": path},
+        content=data,
+        headers={**(service.admin() if admin else {}), "Content-Type": "application/octet-stream"},
+    )
+
+
+def test_files_are_read_as_the_cli_reads_them(fake_service: Service, tmp_path: Path) -> None:
+    """The console's upload: one file per request, its type by suffix, its id its path."""
+    markdown = upload(fake_service, "guide/zorn.md", b"# The Zorn\n\nThe river Zorn flows.")
+    assert markdown.status_code == 200, markdown.text
+    body = markdown.json()
+    assert (body["path"], body["documents"], body["added"]) == (
+        "guide/zorn.md",
+        ["guide/zorn.md"],
+        ["guide/zorn.md"],
+    )
+    again = upload(fake_service, "guide/zorn.md", b"# The Zorn\n\nThe river Zorn flows.")
+    assert again.json()["unchanged"] == ["guide/zorn.md"]
+    html = (
+        b"<html><head><title>Kellerby</title><script>var x;</script></head>"
+        b"<body><p>Kellerby is a town.</p></body></html>"
+    )
+    assert upload(fake_service, "kellerby.html", html).json()["added"] == ["kellerby.html"]
+    pdf = write_pdf(tmp_path / "rye.pdf", "Rye grows in cold fields.", "Rye").read_bytes()
+    assert upload(fake_service, "rye.pdf", pdf).json()["added"] == ["rye.pdf"]
+    lines = b'{"id": "a", "text": "Alpha."}\n\n{"id": "b", "text": "Beta."}\n'
+    assert upload(fake_service, "more.jsonl", lines).json()["documents"] == ["a", "b"]
+    kb = fake_service.runtime.kb
+    assert kb.document_ids() == sorted(["guide/zorn.md", "kellerby.html", "rye.pdf", "a", "b"])
+    (chunk,) = kb.chunks("kellerby.html")
+    assert "Kellerby is a town." in chunk.text and "var x" not in chunk.text
+
+
+def test_bad_files_are_refused_naming_the_problem_and_store_nothing(
+    fake_service: Service,
+) -> None:
+    kb = fake_service.runtime.kb
+    cases = [
+        ("notes.docx", b"PK\x03\x04", 415, "unsupported file type"),
+        ("scan.pdf", b"not a pdf at all", 422, "not a readable PDF"),
+        ("latin.txt", "caf\u00e9".encode("latin-1"), 422, "not UTF-8"),
+        ("empty.md", b"   \n", 422, "empty.md: text: "),
+        ("bad.jsonl", b'{"id": "a", "text": "Alpha."}\n{"id": "b"}\n', 422, "bad.jsonl:2"),
+        (
+            "twice.jsonl",
+            b'{"id": "a", "text": "A."}\n{"id": "a", "text": "B."}\n',
+            422,
+            "duplicate",
+        ),
+    ]
+    for path, data, code, needle in cases:
+        resp = upload(fake_service, path, data)
+        assert resp.status_code == code, (path, resp.text)
+        assert needle in resp.json()["detail"], (path, resp.json())
+    assert upload(fake_service, "ok.md", b"fine", admin=False).status_code == 401
+    assert kb.document_ids() == []
+
+
+def test_a_file_over_the_body_limit_is_413_and_stores_nothing(
+    start_fake_service: Callable[..., tuple[Service, FakeEngine]],
+) -> None:
+    service, _ = start_fake_service(max_request_bytes=2048)
+    resp = upload(service, "big.md", b"The river Zorn flows. " * 200)
+    assert resp.status_code == 413, resp.text
+    assert service.runtime.kb.document_ids() == []
