@@ -193,6 +193,12 @@ class Settings(BaseSettings):
     # Knowledge graph
     kg_extraction: bool = Field(True, description="Extract triples from text with spaCy rules.")
     kg_max_triples: int = Field(3, ge=0, le=10, description="Triples injected per prompt.")
+    kg_path_aware: bool = Field(
+        True,
+        description="Choose triples one at a time, preferring one that continues a path "
+        "toward the relation the question asks for and penalising restatements (kg/paths.py); "
+        "false: the best-scoring triples.",
+    )
     kg_similarity_threshold: float = Field(
         0.5, ge=-1.0, le=1.0, description="Node-name similarity needed to link a question."
     )

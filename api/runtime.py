@@ -20,6 +20,7 @@ import numpy as np
 from api.config import Settings
 from api.replicas import ReplicaWatch, build_llm, probe_all
 from api.stores import build_knowledge
+from kg.paths import PathWeights
 from kg.subgraph import SubgraphSelector
 from rag.alignment import BlockAligner, VLLMTokenCounter
 from rag.bad_cases import BadCaseLog
@@ -87,7 +88,11 @@ class Runtime:
         self.kb = self.knowledge.kb
         self.graph = self.knowledge.graph_sync.graph
         self.knowledge.add_listener(self._on_kb_change)
-        self.selector = SubgraphSelector(self.graph, similarity_threshold=s.kg_similarity_threshold)
+        self.selector = SubgraphSelector(
+            self.graph,
+            similarity_threshold=s.kg_similarity_threshold,
+            path_weights=PathWeights() if s.kg_path_aware else None,
+        )
         windows = (
             PassageWindows(self.kb, self.embedder.count_tokens, s.passage_window_tokens)
             if s.passage_window_tokens > s.chunk_tokens
@@ -140,6 +145,8 @@ class Runtime:
             fact_vectors=self._fact_vectors if s.kg_max_triples else None,
             max_facts=s.kg_max_triples,
             min_fact_score=self.selector.min_score,
+            fact_gain=self.selector.max_gain,
+            fact_entities=self._fact_entities if s.kg_path_aware else None,
         )
         self.bad_cases = BadCaseLog(s.bad_case_ttft_ms, s.bad_case_max_entries)
         self.engine = ChatEngine(
@@ -195,6 +202,10 @@ class Runtime:
     def _fact_vectors(self, doc_ids: Sequence[str]) -> np.ndarray:
         """The graph's fact vectors of these documents (for the context memo)."""
         return self.graph.snapshot.document_edge_vectors(doc_ids)
+
+    def _fact_entities(self, doc_ids: Sequence[str]) -> set[str]:
+        """The entity keys of the graph's facts of these documents (for the context memo)."""
+        return self.graph.snapshot.document_entities(doc_ids)
 
     @property
     def ready(self) -> bool:

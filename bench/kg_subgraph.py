@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.harness import bench_dir
 from kg import KnowledgeGraph, SubgraphSelector, Triple
+from kg.paths import PathWeights
 
 DIM = 384
 TRIPLES_PER_CHUNK = 10
@@ -128,13 +129,15 @@ def make_questions(
     return questions
 
 
-def bench(size: int, count: int, min_score: float | None) -> dict[str, float]:
+def bench(
+    size: int, count: int, min_score: float | None, path_aware: bool = True
+) -> dict[str, float]:
     rng = np.random.default_rng(size)
     with bench_dir() as folder:
         started = time.perf_counter()
         graph = build_graph(Path(folder), size, rng)
         build_s = time.perf_counter() - started
-        selector = SubgraphSelector(graph)
+        selector = SubgraphSelector(graph, path_weights=PathWeights() if path_aware else None)
         if min_score is not None:
             selector.min_score = min_score
         gc.collect()  # the build's garbage should not be collected inside a timed call
@@ -169,11 +172,14 @@ def main() -> None:
         default=None,
         help="override the selector's min_score (e.g. -1 to always rank and return 3 triples)",
     )
+    parser.add_argument(
+        "--plain", action="store_true", help="rank triples by score alone (no kg.paths)"
+    )
     args = parser.parse_args()
     print(f"BLAS threads: OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'default')}")
     print(f"{'triples':>8} {'nodes':>7} {'build s':>8} {'p50 ms':>7} {'p99 ms':>7} {'avg k':>6}")
     for size in args.sizes:
-        r = bench(size, args.questions, args.min_score)
+        r = bench(size, args.questions, args.min_score, path_aware=not args.plain)
         print(
             f"{r['triples']:>8} {r['nodes']:>7} {r['build_s']:>8.1f} {r['p50_ms']:>7.2f} "
             f"{r['p99_ms']:>7.2f} {r['mean_triples']:>6.2f}",

@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from llama_index.core.schema import BaseNode, NodeRelationship, RelatedNodeInfo, TextNode
 from qdrant_client import QdrantClient
 
-from bench import detection_scaling, kg_subgraph
+from bench import detection_scaling, kg_multihop, kg_subgraph
 from bench.harness import bench_dir
 from bench.measure import percentile
 from bench.workload import towns
@@ -69,6 +69,7 @@ class Plan:
     questions: int
     entry_sizes: list[int]
     detection_rounds: int
+    multihop_worlds: int
 
 
 def plan(quick: bool) -> Plan:
@@ -81,6 +82,7 @@ def plan(quick: bool) -> Plan:
             questions=50,
             entry_sizes=[100, 1_000],
             detection_rounds=5,
+            multihop_worlds=20,
         )
     return Plan(
         towns=200,
@@ -90,6 +92,7 @@ def plan(quick: bool) -> Plan:
         questions=200,
         entry_sizes=[100, 1_000, 10_000],
         detection_rounds=9,
+        multihop_worlds=60,
     )
 
 
@@ -125,13 +128,23 @@ def run_scale(quick: bool, work: Path, log: Callable[[str], None] = print) -> di
                 }
             )
             step(f"subgraph: {size} triples, p50 {r['p50_ms']:.2f} ms")
+        graph_quality = kg_multihop.run(p.multihop_worlds)
+        step("graph quality: two-step questions, " + ", ".join(
+            f"{r['mode']} ({r['questions_set']}) {r['answer_share']:.0%}" for r in graph_quality
+        ))  # fmt: skip
         detection = []
         rng = np.random.default_rng(3)  # as detection_scaling.main: one generator for all sizes
         for n in p.entry_sizes:
             cold, warm = measure_detection(n, p.detection_rounds, rng)
             detection.append({"entries": n, "cold_p50_ms": cold, "warm_p50_ms": warm})
             step(f"detection: {n} entries, cold {cold:.1f} ms, warm {warm:.2f} ms")
-    return {"ingest": ingest, "retrieval": retrieval, "subgraph": subgraph, "detection": detection}
+    return {
+        "ingest": ingest,
+        "retrieval": retrieval,
+        "subgraph": subgraph,
+        "graph_quality": graph_quality,
+        "detection": detection,
+    }
 
 
 def measure_ingest(

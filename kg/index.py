@@ -54,6 +54,15 @@ class GraphSnapshot:
         """Number of edges (triples) in the snapshot."""
         return len(self.edge_text)
 
+    def document_entities(self, doc_ids: Sequence[str]) -> set[str]:
+        """Keys of the entities the edges of these documents join."""
+        found = [self.document_edges[d] for d in doc_ids if d in self.document_edges]
+        if not found:
+            return set()
+        edges = np.concatenate(found)
+        nodes = np.unique(np.concatenate([self.edge_subject[edges], self.edge_object[edges]]))
+        return {self.node_keys[int(n)] for n in nodes}
+
     def document_edge_vectors(self, doc_ids: Sequence[str]) -> np.ndarray:
         """(n, dim) vectors of the edges these documents state (none: an empty array)."""
         found = [self.document_edges[d] for d in doc_ids if d in self.document_edges]

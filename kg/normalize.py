@@ -46,20 +46,21 @@ _DROPPED_TOKENS = frozenset({"'s", "'", "’s", "’"})
 _WHITESPACE = re.compile(r"\s+")
 
 
-class NounLemmatizer:
-    """Context-free noun lemmas from the model's rule-lemmatizer tables.
+class RuleLemmatizer:
+    """Context-free lemmas of one part of speech from the model's rule-lemmatizer tables.
 
-    A word already in the noun index stays as it is ("physics", "process"); otherwise an
-    exception ("children" -> "child") or the first suffix rule whose result is a known noun
-    ("prizes" -> "prize"); otherwise the word unchanged (unlike spaCy, which would guess).
+    A word already in the index stays as it is ("physics", "process"); otherwise an
+    exception ("children" -> "child", "made" -> "make") or the first suffix rule whose
+    result is a known word ("prizes" -> "prize", "headquartered" -> "headquarter");
+    otherwise the word unchanged (unlike spaCy, which would guess).
     """
 
-    def __init__(self, nlp: Language) -> None:
+    def __init__(self, nlp: Language, pos: str = "noun") -> None:
         lookups = nlp.get_pipe("lemmatizer").lookups  # type: ignore[attr-defined]
-        self._index: frozenset[str] = frozenset(lookups.get_table("lemma_index")["noun"])
-        self._exceptions: dict[str, list[str]] = dict(lookups.get_table("lemma_exc")["noun"])
+        self._index: frozenset[str] = frozenset(lookups.get_table("lemma_index")[pos])
+        self._exceptions: dict[str, list[str]] = dict(lookups.get_table("lemma_exc")[pos])
         self._rules: list[tuple[str, str]] = [
-            (old, new) for old, new in lookups.get_table("lemma_rules")["noun"]
+            (old, new) for old, new in lookups.get_table("lemma_rules")[pos]
         ]
         self.lemma = lru_cache(maxsize=65536)(self._lemma)
 
@@ -83,7 +84,8 @@ class EntityNormalizer:
     def __init__(self, nlp: Language | None = None) -> None:
         self._nlp = nlp if nlp is not None else load_nlp()
         self._tokenizer = self._nlp.tokenizer
-        self._lemmatizer = NounLemmatizer(self._nlp)
+        self._lemmatizer = RuleLemmatizer(self._nlp, "noun")
+        self._verbs = RuleLemmatizer(self._nlp, "verb")
         self.stop_words: frozenset[str] = frozenset(self._nlp.Defaults.stop_words)
 
     def words(self, text: str) -> list[str]:
@@ -97,6 +99,18 @@ class EntityNormalizer:
             if lower in _DROPPED_TOKENS:
                 continue
             out.append(self._lemmatizer.lemma(lower))
+        return out
+
+    def stems(self, text: str) -> set[str]:
+        """The lowercased words of ``text`` with their noun and verb lemmas ("based" ->
+        based, base; "makers" -> maker): what a question and a predicate share when they
+        name one relation."""
+        out: set[str] = set()
+        for token in self._tokenizer(unicodedata.normalize("NFKC", text)):
+            if token.is_punct or token.is_space or token.lower_ in _DROPPED_TOKENS:
+                continue
+            lower = token.lower_
+            out.update((lower, self._lemmatizer.lemma(lower), self._verbs.lemma(lower)))
         return out
 
     def normalize(self, name: str) -> str:

@@ -11,8 +11,11 @@
    so the cut is deterministic.
 3. Score each candidate: cosine(question, triple-text embedding), plus a boost when the edge
    comes from a retrieved passage. One fact stated by several documents counts once (its best
-   edge). Keep the best ``max_triples`` (ties: triple text), return them sorted by
-   (subject, predicate, object): a canonical order keeps the prompt prefix stable.
+   edge). Choose ``max_triples`` of them (ties: triple text): by default one at a time, so
+   that a triple continuing a path toward the relation the question asks for is preferred and
+   one restating a chosen triple gives way (``kg.paths``); with ``path_weights=None``, the
+   best-scoring ones. Return them sorted by (subject, predicate, object): a canonical order
+   keeps the prompt prefix stable.
 """
 
 from __future__ import annotations
@@ -25,8 +28,10 @@ import numpy as np
 
 from kg.embeddings import normalize_rows
 from kg.index import GraphSnapshot
+from kg.intent import RelationIntent
 from kg.models import ScoredTriple, TripleSource
 from kg.normalize import EntityNormalizer
+from kg.paths import PathWeights, rank_paths
 from kg.store import KnowledgeGraph
 
 SCORE_DECIMALS = 6
@@ -74,6 +79,7 @@ class SubgraphSelector:
         passage_boost: float = 0.1,
         min_score: float = 0.3,
         max_ngram_words: int = 6,
+        path_weights: PathWeights | None = PathWeights(),  # noqa: B008 (frozen)
     ) -> None:
         self._graph = graph
         self._normalizer = normalizer
@@ -83,6 +89,12 @@ class SubgraphSelector:
         self.passage_boost = passage_boost
         self.min_score = min_score
         self.max_ngram_words = max_ngram_words
+        self.path_weights = path_weights
+
+    @property
+    def max_gain(self) -> float:
+        """The most a triple's score can exceed its relevance (0 for the plain ranking)."""
+        return self.path_weights.max_gain if self.path_weights else 0.0
 
     @property
     def graph(self) -> KnowledgeGraph:
@@ -108,15 +120,45 @@ class SubgraphSelector:
         ``question_embedding`` is the retriever's (dim,) query vector; ``passages`` are the
         retrieved passages' (doc_id, chunk_id). Same graph and inputs give the same output.
         """
+        return self.select_with_reach(question, question_embedding, passages, max_triples)[0]
+
+    def select_with_reach(
+        self,
+        question: str,
+        question_embedding: np.ndarray,
+        passages: Sequence[PassageLike] = (),
+        max_triples: int = 3,
+    ) -> tuple[list[ScoredTriple], frozenset[str]]:
+        """``select``'s triples, and the keys of the entities they join. A new triple can
+        change the choice only by being chosen: by its score (at most its cosine plus
+        ``max_gain``), or, path-aware, by continuing from one of these entities."""
         snap = self._graph.snapshot
         if max_triples <= 0 or snap.edge_count == 0:
-            return []
+            return [], frozenset()
         query = normalize_rows(question_embedding)[0]
         linked = self.link(question, query, passages, snap)
         candidates = self.candidate_edges(snap, linked)
         if candidates.size == 0:
-            return []
-        return self._rank(snap, query, candidates, linked.passage_edges, max_triples)
+            return [], frozenset()
+        if self.path_weights is None:
+            ranked = self._rank(snap, query, candidates, linked.passage_edges, max_triples)
+        else:
+            relevance = self._relevance(snap, query, candidates, linked.passage_edges)
+            named = [w for n in linked.lexical for w in snap.node_keys[n].split()]
+            ranked = rank_paths(
+                snap,
+                candidates,
+                relevance,
+                RelationIntent(self.normalizer, question, named),
+                linked.seeds(),
+                list(dict.fromkeys([*linked.lexical, *linked.similar])),
+                max_triples,
+                self.min_score,
+                self.path_weights,
+            )
+        triples = _canonical([_scored(snap, edge, score) for score, edge in ranked])
+        ends = (n for _, edge in ranked for n in (snap.edge_subject[edge], snap.edge_object[edge]))
+        return triples, frozenset(snap.node_keys[int(n)] for n in ends)
 
     def link(
         self,
@@ -191,6 +233,19 @@ class SubgraphSelector:
             frontier = ends
         return np.concatenate(chosen)
 
+    def _relevance(
+        self,
+        snap: GraphSnapshot,
+        query: np.ndarray,
+        candidates: np.ndarray,
+        passage_edges: np.ndarray,
+    ) -> np.ndarray:
+        """Cosine to the question, plus the boost for edges of the retrieved passages."""
+        scores = _dot(snap.edge_vectors[candidates], query).astype(np.float64)
+        if passage_edges.size and self.passage_boost:
+            scores += self.passage_boost * np.isin(candidates, passage_edges)
+        return scores
+
     def _rank(
         self,
         snap: GraphSnapshot,
@@ -198,11 +253,9 @@ class SubgraphSelector:
         candidates: np.ndarray,
         passage_edges: np.ndarray,
         max_triples: int,
-    ) -> list[ScoredTriple]:
-        scores = _dot(snap.edge_vectors[candidates], query).astype(np.float64)
-        if passage_edges.size and self.passage_boost:
-            scores += self.passage_boost * np.isin(candidates, passage_edges)
-        scores = np.round(scores, SCORE_DECIMALS)
+    ) -> list[tuple[float, int]]:
+        """The best ``max_triples`` (score, edge) by score alone, one edge per fact."""
+        scores = np.round(self._relevance(snap, query, candidates, passage_edges), SCORE_DECIMALS)
         keep = np.flatnonzero(scores >= self.min_score)
         candidates, scores = candidates[keep], scores[keep]
         # Sorting all candidates in Python would cost ~1 ms; a short list of the best (plus
@@ -212,8 +265,7 @@ class SubgraphSelector:
         if len(best) < max_triples and shortlist.size < scores.size:
             everything = np.arange(scores.size)
             best = self._best_per_fact(snap, candidates, scores, everything, max_triples)
-        triples = [_scored(snap, edge, score) for score, edge in best]
-        return sorted(triples, key=lambda t: (t.subject, t.predicate, t.object, -t.score))
+        return best
 
     def _best_per_fact(
         self,
@@ -289,6 +341,11 @@ def _top_with_ties(scores: np.ndarray, count: int) -> np.ndarray:
         return np.arange(scores.size)
     cutoff = np.partition(scores, scores.size - count)[scores.size - count]
     return np.flatnonzero(scores >= cutoff)
+
+
+def _canonical(triples: list[ScoredTriple]) -> list[ScoredTriple]:
+    """Sorted by (subject, predicate, object): the prompt prefix does not depend on scores."""
+    return sorted(triples, key=lambda t: (t.subject, t.predicate, t.object, -t.score))
 
 
 def _scored(snap: GraphSnapshot, edge: int, score: float) -> ScoredTriple:

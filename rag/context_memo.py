@@ -10,8 +10,12 @@ A change forgets exactly the items it can have changed, by the change detector's
 rule (``warmup.detector``) applied to each item: a chunk it uses was replaced or
 deleted, a new chunk scores above its k-th passage for its question, a fact it
 injects came from a changed document, or a new fact of a changed document scores
-above its weakest fact (or the selector's threshold while it has free slots). Each
-test is a superset of what the retrieval could see, so a kept item is never stale.
+above its weakest fact (or the selector's threshold while it has free slots), less
+the most the selector adds to a fact's score. With path-aware fact selection
+(``kg.paths``), where a fact that continues a path from a chosen fact can be chosen
+whatever its score, also: a new fact touches an entity the item's facts join
+(``Retrieval.fact_reach``). Each test is a superset of what the retrieval could see,
+so a kept item is never stale.
 
 ``generation`` is read before a retrieval starts and handed back to ``put``: a change
 that lands while the retrieval runs bumps it, so a context read half-way through a
@@ -39,6 +43,8 @@ SCORE_EPSILON = 1e-5
 
 #: The vectors of the facts the graph now holds for these documents, (n, dim).
 FactVectors = Callable[[Sequence[str]], np.ndarray]
+#: The keys of the entities the graph's facts of these documents join.
+FactEntities = Callable[[Sequence[str]], set[str]]
 
 
 def retrieve_context(
@@ -93,14 +99,21 @@ class ContextMemo:
         fact_vectors: FactVectors | None = None,
         max_facts: int = 3,
         min_fact_score: float = 0.3,
+        fact_gain: float = 0.0,
+        fact_entities: FactEntities | None = None,
     ) -> None:
         """``fact_vectors`` gives the graph's facts of changed documents (None: no graph;
         then a change's facts cannot enter). ``max_facts`` and ``min_fact_score`` are the
-        fact selector's slots and threshold."""
+        fact selector's slots and threshold; ``fact_gain`` is the most its score gives a
+        fact over its cosine to the question (``SubgraphSelector.max_gain``).
+        ``fact_entities`` gives the entity keys of the changed documents' facts, for a
+        path-aware selector (None: the selector ranks facts by score alone)."""
         self.max_entries = max(1, max_entries)
         self.fact_vectors = fact_vectors
         self.max_facts = max_facts
         self.min_fact_score = min_fact_score
+        self.fact_gain = fact_gain
+        self.fact_entities = fact_entities
         self._generation = 0
         self._items: OrderedDict[str, Retrieved] = OrderedDict()
         self._lock = threading.Lock()
@@ -148,12 +161,16 @@ class ContextMemo:
         new_facts = _matrix([])
         if self.fact_vectors is not None and rewritten:
             new_facts = np.asarray(self.fact_vectors(rewritten), dtype=np.float32)
+        entities: set[str] = set()
+        if self.fact_entities is not None and rewritten:
+            entities = self.fact_entities(rewritten)
         with self._lock:
             self._generation += 1
             stale = [
                 key
                 for key, item in self._items.items()
                 if self._affected(item, removed, touched, new_chunks, new_facts)
+                or not item.retrieval.fact_reach.isdisjoint(entities)
             ]
             for key in stale:
                 del self._items[key]
@@ -178,7 +195,7 @@ class ContextMemo:
         facts = item.retrieval.facts
         weakest = min((f.score for f in facts), default=self.min_fact_score)
         bar = weakest if len(facts) >= self.max_facts else min(weakest, self.min_fact_score)
-        return _best(new_facts, query) >= bar - SCORE_EPSILON
+        return _best(new_facts, query) + self.fact_gain >= bar - SCORE_EPSILON
 
 
 def _matrix(rows: Sequence[Sequence[float]]) -> np.ndarray:

@@ -29,15 +29,16 @@ class Fact(Protocol):
 
 
 class FactSource(Protocol):
-    """Picks the triples to inject for a question (``kg.SubgraphSelector``)."""
+    """Picks the triples to inject for a question (``kg.SubgraphSelector``), with the
+    keys of the entities they join (``Retrieval.fact_reach``)."""
 
-    def select(
+    def select_with_reach(
         self,
         question: str,
         question_embedding: np.ndarray,
         passages: Sequence[Passage] = (),
         max_triples: int = 3,
-    ) -> Sequence[Fact]: ...
+    ) -> tuple[Sequence[Fact], frozenset[str]]: ...
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,9 @@ class Retrieval:
     passages: list[Passage]
     facts: Sequence[Fact] = ()
     elapsed_ms: float = 0.0
+    #: Keys of the graph entities ``facts`` join: a new fact touching none of them can
+    #: enter ``facts`` only by its score (``rag.context_memo``).
+    fact_reach: frozenset[str] = frozenset()
 
     @property
     def triples(self) -> list[tuple[str, str, str]]:
@@ -88,8 +92,11 @@ class Retriever:
         if embedding is None:
             embedding = self.kb.embedder.embed_query(text)
         passages = self.kb.retrieve(embedding, top_k)
-        facts = self.facts.select(text, embedding, passages, self.max_triples) if self.facts else ()
+        facts: Sequence[Fact] = ()
+        reach: frozenset[str] = frozenset()
+        if self.facts is not None:
+            facts, reach = self.facts.select_with_reach(text, embedding, passages, self.max_triples)
         if self.windows is not None:
             passages = self.windows.widen(passages)
         elapsed = (time.perf_counter() - started) * 1000
-        return Retrieval(question, embedding, passages, facts, elapsed)
+        return Retrieval(question, embedding, passages, facts, elapsed, reach)

@@ -205,6 +205,27 @@ def _scale_markdown(scale: dict[str, Any]) -> list[str]:
         ["triples", "subgraph p50 ms", "p99"],
         [[r["triples"], f"{r['p50_ms']:.2f}", f"{r['p99_ms']:.2f}"] for r in scale["subgraph"]],
     )
+    if scale.get("graph_quality"):  # runs from before it was measured have none
+        lines += [
+            "Graph quality: two-step questions (the answering triple two hops from the "
+            "question's entity, `bench/kg_multihop.py`); share whose answer is among the 3 "
+            "triples chosen, by selection mode.",
+            "",
+        ]
+        lines += _table(
+            ["questions", "mode", "asked", "answer in 3", "restating a pair", "p50 ms"],
+            [
+                [
+                    r["questions_set"],
+                    r["mode"],
+                    r["questions"],
+                    f"{r['answer_share']:.1%}",
+                    f"{r['restating_selections']:.1%}",
+                    f"{r['p50_ms']:.2f}",
+                ]
+                for r in scale["graph_quality"]
+            ],
+        )
     lines += _table(
         ["warm entries", "detection p50 ms (cold caches)", "warm caches"],
         [

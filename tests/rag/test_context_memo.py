@@ -32,9 +32,10 @@ def retrieved(
     query: np.ndarray,
     chunks: Sequence[tuple[str, str, float]] = (("d1", "c1", 0.9), ("d2", "c2", 0.5)),
     facts: Sequence[ScoredFact] = (),
+    reach: frozenset[str] = frozenset(),
 ) -> Retrieved:
     passages = [Passage(doc_id=d, chunk_id=c, text=c, score=s) for d, c, s in chunks]
-    retrieval = Retrieval("q", query, passages, facts)
+    retrieval = Retrieval("q", query, passages, facts, fact_reach=reach)
     return Retrieved(retrieval, PromptBuilder().prefix(passages, retrieval.triples))
 
 
@@ -82,6 +83,36 @@ def test_facts_from_a_changed_document_or_a_stronger_new_fact_forget_the_item() 
     assert memo.forget([change(added=["d7"])]) == 1  # ~0.98 beats the weakest fact, 0.7
     remembered(memo, "k", retrieved(q, facts=full))
     assert memo.forget([change(updated=["d6"])]) == 1  # an injected fact's source changed
+
+
+def test_with_path_aware_facts_the_gain_and_the_entities_looked_at_count() -> None:
+    """A path-aware selector can give a fact up to ``fact_gain`` over its cosine, and
+    choose a fact that continues a path whatever its cosine: so a new fact 0.1 under the
+    weakest, or one touching an entity its facts join, can enter."""
+    q = unit(1, 0, 0)
+    full = [ScoredFact("a", "b", "c", 0.8, "d5"), ScoredFact("e", "f", "g", 0.7, "d6")]
+    vectors = {"near": unit(0.6, 0.8, 0)[None, :], "far": unit(0, 0, 1)[None, :]}
+    entities = {"near": {"x"}, "far": {"brightfield"}}
+    plain = ContextMemo(
+        fact_vectors=lambda docs: np.concatenate([vectors[d] for d in docs]), max_facts=2
+    )
+    paths = ContextMemo(
+        fact_vectors=lambda docs: np.concatenate([vectors[d] for d in docs]),
+        max_facts=2,
+        fact_gain=0.2,
+        fact_entities=lambda docs: set().union(*(entities[d] for d in docs)),
+    )
+    for memo in (plain, paths):
+        remembered(memo, "k", retrieved(q, facts=full, reach=frozenset({"brightfield", "a"})))
+    # "near" scores 0.6 against the weakest 0.7: only a selector that adds 0.2 can take it
+    assert plain.forget([change(added=["near"])]) == 0
+    assert paths.forget([change(added=["near"])]) == 1
+    # "far" scores 0, but touches an entity the item's facts join: a path can lift it
+    assert plain.forget([change(added=["far"])]) == 0
+    remembered(paths, "k", retrieved(q, facts=full, reach=frozenset({"brightfield", "a"})))
+    assert paths.forget([change(added=["far"])]) == 1
+    remembered(paths, "k", retrieved(q, facts=full, reach=frozenset({"a"})))
+    assert paths.forget([change(added=["far"])]) == 0
 
 
 def test_an_unchanged_write_forgets_nothing() -> None:
