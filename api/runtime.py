@@ -20,7 +20,7 @@ import numpy as np
 from api.config import Settings
 from api.replicas import ReplicaWatch, build_llm, probe_all
 from api.stores import build_knowledge
-from kg.paths import PathWeights
+from kg.paths import DEFAULT_WEIGHTS
 from kg.subgraph import SubgraphSelector
 from rag.alignment import BlockAligner, VLLMTokenCounter
 from rag.bad_cases import BadCaseLog
@@ -91,7 +91,7 @@ class Runtime:
         self.selector = SubgraphSelector(
             self.graph,
             similarity_threshold=s.kg_similarity_threshold,
-            path_weights=PathWeights() if s.kg_path_aware else None,
+            path_weights=DEFAULT_WEIGHTS if s.kg_path_aware else None,
         )
         windows = (
             PassageWindows(self.kb, self.embedder.count_tokens, s.passage_window_tokens)

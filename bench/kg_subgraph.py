@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.harness import bench_dir
 from kg import KnowledgeGraph, SubgraphSelector, Triple
-from kg.paths import PathWeights
+from kg.paths import DEFAULT_WEIGHTS
 
 DIM = 384
 TRIPLES_PER_CHUNK = 10
@@ -137,7 +137,7 @@ def bench(
         started = time.perf_counter()
         graph = build_graph(Path(folder), size, rng)
         build_s = time.perf_counter() - started
-        selector = SubgraphSelector(graph, path_weights=PathWeights() if path_aware else None)
+        selector = SubgraphSelector(graph, path_weights=DEFAULT_WEIGHTS if path_aware else None)
         if min_score is not None:
             selector.min_score = min_score
         gc.collect()  # the build's garbage should not be collected inside a timed call

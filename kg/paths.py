@@ -59,6 +59,10 @@ class PathWeights:
         return self.intent_bonus
 
 
+#: The default weights (``WARMRAG_KG_PATH_AWARE=true``).
+DEFAULT_WEIGHTS = PathWeights()
+
+
 def rank_paths(
     snap: GraphSnapshot,
     candidates: np.ndarray,

@@ -31,7 +31,7 @@ from kg.index import GraphSnapshot
 from kg.intent import RelationIntent
 from kg.models import ScoredTriple, TripleSource
 from kg.normalize import EntityNormalizer
-from kg.paths import PathWeights, rank_paths
+from kg.paths import DEFAULT_WEIGHTS, PathWeights, rank_paths
 from kg.store import KnowledgeGraph
 
 SCORE_DECIMALS = 6
@@ -79,7 +79,7 @@ class SubgraphSelector:
         passage_boost: float = 0.1,
         min_score: float = 0.3,
         max_ngram_words: int = 6,
-        path_weights: PathWeights | None = PathWeights(),  # noqa: B008 (frozen)
+        path_weights: PathWeights | None = DEFAULT_WEIGHTS,
     ) -> None:
         self._graph = graph
         self._normalizer = normalizer
