@@ -19,7 +19,7 @@ from pydantic import (
     model_validator,
 )
 
-from rag.models import CleanText, DocumentIn, Passage, WarmState
+from rag.models import CleanText, DocumentIn, Passage, WarmState, duplicate_ids
 from warmup.reports import CycleReport
 
 MAX_QUESTION_CHARS = 2000
@@ -93,9 +93,7 @@ class IngestRequest(_Strict):
 
     @model_validator(mode="after")
     def _unique_ids(self) -> IngestRequest:
-        seen: set[str] = set()
-        dupes = sorted({d.id for d in self.documents if d.id in seen or seen.add(d.id)})  # type: ignore[func-returns-value]
-        if dupes:
+        if dupes := duplicate_ids(self.documents):
             raise ValueError(f"duplicate document ids in one request: {', '.join(dupes)}")
         return self
 

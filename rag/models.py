@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Iterable, Iterator
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -239,6 +240,13 @@ class DocumentIn(BaseModel):
                     raise ValueError(f"document {self.id!r}: triple {index}: {problem}")
         self.triples = [list(t) for t in cleaned]
         return self
+
+
+def duplicate_ids(documents: Iterable[DocumentIn]) -> list[str]:
+    """Ids given to more than one of ``documents``, sorted (one request or file may
+    not name a document twice: which text would win is undefined)."""
+    counts = Counter(d.id for d in documents)
+    return sorted(doc_id for doc_id, n in counts.items() if n > 1)
 
 
 class WarmState(StrEnum):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Annotated
 
 import anyio
@@ -22,7 +21,7 @@ from api.schemas import (
     error_responses,
 )
 from rag.knowledge_base import DocumentNotFoundError
-from rag.models import DOC_ID_DESCRIPTION, DocId, DocumentIn
+from rag.models import DOC_ID_DESCRIPTION, DocId, DocumentIn, duplicate_ids
 from rag.sample import (
     SUPPORTED_SUFFIXES,
     DocumentFileError,
@@ -98,8 +97,7 @@ def _read_file(path: str, data: bytes) -> list[DocumentIn]:
         raise HTTPException(status.HTTP_415_UNSUPPORTED_MEDIA_TYPE, str(exc)) from None
     except DocumentFileError as exc:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
-    ids = Counter(d.id for d in documents)
-    if dupes := sorted(doc_id for doc_id, n in ids.items() if n > 1):
+    if dupes := duplicate_ids(documents):
         raise HTTPException(
             status.HTTP_422_UNPROCESSABLE_CONTENT,
             f"{path}: duplicate document ids in one file: {', '.join(dupes)}",

@@ -8,6 +8,7 @@ service address where nothing listens.
 
 from __future__ import annotations
 
+import errno
 import json
 import re
 from collections.abc import Callable
@@ -15,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
+import rag.kb_state
 from api.cli import main
+from tests.api.test_storage_faults import failing
 from tests.conftest import ADMIN_TOKEN, Service, Services, free_port
 from tests.fakes import FakeEngine
 
@@ -285,3 +288,23 @@ def test_embedded_mode_refuses_a_folder_a_service_holds(
     assert "drop --embedded" in err
     assert fake_service.runtime.kb.document_ids() == ["zorn"]
     assert fake_service.chat("What is bread baked from?")["passages"][0]["doc_id"] == "zorn"
+
+
+def test_a_full_disk_stops_an_embedded_ingest_and_stores_nothing(
+    services: Services,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Fault injected: the docstore's file write raises ENOSPC, as a full disk would."""
+    monkeypatch.setenv("WARMRAG_DATA_DIR", str(services.data_dir))
+    page = tmp_path / "zorn.md"
+    page.write_text("The river Zorn flows through Kellerby.\n")
+    with monkeypatch.context() as patch:
+        patch.setattr(rag.kb_state, "atomic_write", failing(errno.ENOSPC))
+        assert main(["ingest", "--embedded", str(page)]) == 1
+    err = capsys.readouterr().err
+    assert "ingest failed in" in err and "ENOSPC" in err, err
+    service = services.start(llm=FakeEngine())  # the same folder: nothing was stored
+    assert service.runtime.kb.document_ids() == []
+    assert main(["ingest", "--embedded", str(page)]) == 1  # the service holds it now

@@ -77,6 +77,12 @@ def test_storage_failure_changes_nothing_and_chats_go_on(
                 json={"documents": [{**ZORN, "text": "The Zorn is purple now."}]},
                 headers=service.admin(),
             ),
+            lambda: service.client.post(  # the console's file upload
+                "/admin/documents/files",
+                params={"path": "aster.md"},
+                content=ASTER["text"].encode(),
+                headers={**service.admin(), "Content-Type": "application/octet-stream"},
+            ),
         ):
             resp = request()
             assert resp.status_code == status, resp.text
