@@ -13,6 +13,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from api.logs import LogFormat
+from rag.chunking import ChunkingStrategy
 from rag.placement import RoutingPolicy
 from warmup.settings import WarmupSettings
 
@@ -166,6 +167,12 @@ class Settings(BaseSettings):
         description="Chunk size in the embedding model's word-pieces (window 256).",
     )
     chunk_overlap_tokens: int = Field(20, ge=0)
+    chunking: ChunkingStrategy = Field(
+        ChunkingStrategy.STRUCTURE,
+        description="structure: chunks follow Markdown headings, lists and code blocks, "
+        "each embedded with its heading path; sentence: llama-index's sentence splitter "
+        "(rag/chunking.py). A document is re-chunked when it is next ingested.",
+    )
     embed_title: bool = Field(
         True,
         description='Embed each chunk with its document\'s title (metadata "title"), '

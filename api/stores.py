@@ -56,6 +56,7 @@ def build_knowledge(settings: Settings, embedder: Embedder) -> KnowledgeService:
         chunk_overlap_tokens=s.chunk_overlap_tokens,
         shared=shared_collection(s),
         embed_keys=("title",) if s.embed_title else (),
+        chunking=s.chunking,
         load=False,
     )
     graph = KnowledgeGraph(s.data_dir / "kg", embedder.embed_texts, load=False)

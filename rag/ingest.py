@@ -15,12 +15,13 @@ from typing import Any
 
 from llama_index.core import Document
 from llama_index.core.ingestion import IngestionPipeline
-from llama_index.core.node_parser import SentenceSplitter
+from llama_index.core.node_parser import NodeParser, SentenceSplitter
 from llama_index.core.schema import BaseNode, MetadataMode, TransformComponent
 from pydantic import PrivateAttr
 
+from rag.chunking import ChunkingStrategy, StructureSplitter
 from rag.embedding import Embedder
-from rag.models import DocumentIn
+from rag.models import DocumentFormat, DocumentIn, document_format
 
 # Chunk ids must be UUIDs for Qdrant; deriving them from (document, content, position)
 # makes a replayed ingest write the same points instead of duplicates.
@@ -31,13 +32,18 @@ DOC_HASH_KEY = "doc_hash"
 CHUNK_INDEX_KEY = "chunk_index"
 
 
-def document_hash(doc: DocumentIn) -> str:
-    """Content hash of everything that defines a document's chunks and triples."""
-    payload = json.dumps(
-        {"text": doc.text, "metadata": doc.metadata, "triples": doc.triples},
-        sort_keys=True,
-        ensure_ascii=False,
-    )
+def document_hash(doc: DocumentIn, chunking: ChunkingStrategy = ChunkingStrategy.SENTENCE) -> str:
+    """Content hash of everything that defines a document's chunks and triples: its
+    content and, where it changes the chunks (a Markdown document under ``structure``;
+    plain text is cut by the sentence splitter either way), the chunking strategy, so
+    that re-ingesting a document under another strategy re-chunks it instead of
+    skipping it as unchanged. Hashes from before strategies existed stay valid."""
+    content: dict[str, Any] = {"text": doc.text, "metadata": doc.metadata, "triples": doc.triples}
+    if chunking == ChunkingStrategy.STRUCTURE and (
+        document_format(doc.id, doc.metadata) == DocumentFormat.MARKDOWN
+    ):
+        content["chunking"] = chunking.value
+    payload = json.dumps(content, sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
@@ -94,13 +100,22 @@ class ChunkEmbedder(TransformComponent):
         return nodes
 
 
-def build_pipeline(embedder: Embedder, chunk_tokens: int, overlap_tokens: int) -> IngestionPipeline:
-    """Splitter (counted in the embedder's own word-pieces) → ids → embeddings."""
-    splitter = SentenceSplitter(
-        chunk_size=chunk_tokens,
-        chunk_overlap=min(overlap_tokens, chunk_tokens // 2),
-        tokenizer=embedder.tokenizer,
-    )
+def build_pipeline(
+    embedder: Embedder,
+    chunk_tokens: int,
+    overlap_tokens: int,
+    chunking: ChunkingStrategy = ChunkingStrategy.STRUCTURE,
+) -> IngestionPipeline:
+    """Splitter (``rag.chunking``; counted in the embedder's own word-pieces) → ids →
+    embeddings."""
+    overlap = min(overlap_tokens, chunk_tokens // 2)
+    splitter: NodeParser
+    if chunking == ChunkingStrategy.STRUCTURE:
+        splitter = StructureSplitter(chunk_tokens, overlap, embedder.tokenizer)
+    else:
+        splitter = SentenceSplitter(
+            chunk_size=chunk_tokens, chunk_overlap=overlap, tokenizer=embedder.tokenizer
+        )
     return IngestionPipeline(
         transformations=[splitter, ChunkIdentity(), ChunkEmbedder(embedder)],
         disable_cache=True,  # unchanged documents are skipped before the pipeline runs

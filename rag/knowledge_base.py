@@ -32,6 +32,7 @@ from qdrant_client import QdrantClient
 
 from kg.persist import remove_stale_temps
 from rag import collection as shared_points
+from rag.chunking import ChunkingStrategy
 from rag.collection import CollectionScan, SharedCollection
 from rag.embedding import Embedder
 from rag.faults import checkpoint
@@ -89,12 +90,14 @@ class KnowledgeBase:
         chunk_overlap_tokens: int = 20,
         shared: SharedCollection | None = None,
         embed_keys: Sequence[str] = ("title",),
+        chunking: ChunkingStrategy = ChunkingStrategy.STRUCTURE,
         load: bool = True,
     ) -> None:
         """``client`` may be a factory, called by ``open``; ``load=False`` defers all
         I/O (reading the docstore, opening Qdrant, reconciling) to ``open``.
         ``shared``: the collection is on a server others may use (see the module doc).
-        ``embed_keys``: metadata embedded with each chunk (``rag.ingest``)."""
+        ``embed_keys``: metadata embedded with each chunk (``rag.ingest``);
+        ``chunking``: how documents are cut (``rag.chunking``)."""
         self._dir = data_dir
         self._state_path = data_dir / "docstore.json"
         self._client_source = client
@@ -102,7 +105,8 @@ class KnowledgeBase:
         self._collection = collection
         self._embedder = embedder
         self._vectors: QdrantVectorStore | None = None
-        self._pipeline = build_pipeline(embedder, chunk_tokens, chunk_overlap_tokens)
+        self._pipeline = build_pipeline(embedder, chunk_tokens, chunk_overlap_tokens, chunking)
+        self._chunking = chunking
         self._embed_keys = tuple(embed_keys)
         self._lock = threading.RLock()  # readers and the short commit sections
         self._writer = threading.Lock()  # one write at a time, for its whole length
@@ -255,7 +259,7 @@ class KnowledgeBase:
             triples: dict[str, list[list[str]]] = {}
             with self._lock:
                 for doc in documents:
-                    digest = document_hash(doc)
+                    digest = document_hash(doc, self._chunking)
                     previous = self._state.docstore.get_document_hash(doc.id)
                     if previous == digest:
                         unchanged.append(doc.id)

@@ -189,6 +189,32 @@ def loads_json(data: bytes | str) -> Any:
     return value
 
 
+class DocumentFormat(StrEnum):
+    """How a document's text is written; ``rag.chunking`` follows Markdown's structure."""
+
+    MARKDOWN = "markdown"
+    TEXT = "text"
+
+
+#: Metadata naming a document's format; without it, the format follows the suffix of
+#: the document's id or of its "source" metadata (``document_format``).
+FORMAT_KEY = "format"
+#: HTML files are read into Markdown (``rag.readers``).
+MARKDOWN_SUFFIXES = (".md", ".markdown", ".html", ".htm")
+
+
+def document_format(doc_id: str, metadata: dict[str, Any]) -> DocumentFormat:
+    """Declared by ``metadata["format"]``, else Markdown for an id or source ending in a
+    Markdown or HTML suffix, else plain text."""
+    declared = metadata.get(FORMAT_KEY)
+    if isinstance(declared, str):
+        return DocumentFormat(declared)
+    names = (doc_id, metadata.get("source"))
+    if any(isinstance(n, str) and n.lower().endswith(MARKDOWN_SUFFIXES) for n in names):
+        return DocumentFormat.MARKDOWN
+    return DocumentFormat.TEXT
+
+
 class DocumentIn(BaseModel):
     """A document as an operator sends it to the knowledge base."""
 
@@ -198,7 +224,9 @@ class DocumentIn(BaseModel):
     text: CleanText = Field(min_length=1, max_length=MAX_DOCUMENT_CHARS)
     metadata: dict[str, Any] = Field(
         default_factory=dict,
-        description=f"Any JSON object, at most {MAX_METADATA_JSON_CHARS} characters encoded.",
+        description=f"Any JSON object, at most {MAX_METADATA_JSON_CHARS} characters encoded. "
+        '"title" is embedded with every chunk; "format" ("markdown" or "text") says how the '
+        "text is chunked, which otherwise follows the id's suffix (.md, .html: Markdown).",
     )
     triples: list[Any] = Field(
         default_factory=list,
@@ -226,6 +254,10 @@ class DocumentIn(BaseModel):
             raise ValueError(
                 f"metadata is {len(encoded)} chars of JSON; at most {MAX_METADATA_JSON_CHARS}"
             )
+        declared = value.get(FORMAT_KEY)
+        if declared is not None and declared not in set(DocumentFormat):
+            allowed = " or ".join(repr(f.value) for f in DocumentFormat)
+            raise ValueError(f"metadata.{FORMAT_KEY} is {declared!r}; it must be {allowed}")
         return value
 
     @model_validator(mode="after")

@@ -1,7 +1,11 @@
 """Text and title of a document file: plain text, Markdown, HTML or PDF.
 
 HTML is read with Beautiful Soup (the standard library's parser; scripts, styles and
-other non-text elements dropped, block elements on lines of their own), PDF with pypdf
+other non-text elements dropped) into Markdown by markdownify: headings as ``#`` lines,
+lists as ``-`` items, ``<pre>`` as fenced code, tables as pipe tables, so that the
+structure-aware chunker (``rag.chunking``) sees the page's sections. Inline emphasis
+and links keep their text only, and nothing is escaped: a passage shows
+``parse_args`` and ``--no-edit`` as the page does. PDF is read with pypdf
 (each page's text layer). These are the libraries llama-index's own file readers use;
 ``llama-index-readers-file`` itself imports pandas when it is imported, which warmrag
 has no other use for, so the two are called directly.
@@ -14,9 +18,21 @@ import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from markdownify import ATX, MarkdownConverter
+
 #: Suffixes read as one document per file.
 TEXT_SUFFIXES = (".txt", ".md", ".html", ".htm", ".pdf")
 _NOT_TEXT = ("script", "style", "noscript", "template", "svg", "head")
+#: Inline markup whose text is kept without Markdown around it.
+_PLAIN_INLINE = ("a", "b", "strong", "i", "em", "u", "img", "span", "abbr", "small")
+_MARKDOWN = MarkdownConverter(
+    heading_style=ATX,
+    bullets="-",
+    strip=list(_PLAIN_INLINE),
+    escape_asterisks=False,
+    escape_underscores=False,
+    escape_misc=False,
+)
 
 
 class UnreadableFileError(ValueError):
@@ -54,7 +70,7 @@ def read_html(data: bytes) -> FileText:
     for tag in soup(_NOT_TEXT):
         tag.decompose()
     body = soup.body or soup
-    return FileText(_tidy(body.get_text("\n")), title or None)
+    return FileText(_tidy(_MARKDOWN.convert_soup(body)), title or None)
 
 
 def read_pdf(data: bytes) -> FileText:

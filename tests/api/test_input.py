@@ -139,6 +139,7 @@ def test_wrong_types(unchanged: Service) -> None:
         (docs, {"documents": [{"id": "a", "text": ["x"]}]}, '"text"'),
         (docs, {"documents": [{"id": "a", "text": "x", "metadata": []}]}, '"metadata"'),
         (docs, {"documents": [{"id": "a", "text": "x", "triples": "a b c"}]}, '"triples"'),
+        (docs, {"documents": [{"id": "a", "text": "x", "metadata": {"format": "md"}}]}, "'md'"),
         (docs, [DOC], '"body"'),
         ("/v1/chat", {"question": 42}, '"question"'),
         ("/v1/chat", {"question": "q", "top_k": "3"}, '"top_k"'),

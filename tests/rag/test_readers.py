@@ -46,12 +46,27 @@ def test_html_text_without_scripts_styles_or_head(tmp_path: Path) -> None:
     page.write_bytes(HTML)
     read = read_text_file(page)
     assert read.title == "The Zorn"
-    assert "The river Zorn flows through\nKellerby\n." in read.text
+    assert "# The river Zorn\n\nThe river Zorn flows through Kellerby." in read.text
     assert "color" not in read.text and "not text" not in read.text
-    assert read.text.splitlines()[-2:] == ["one", "two"]
+    assert read.text.splitlines()[-2:] == ["- one", "- two"]
     # no <title>: the first heading
     page.write_bytes(b"<h1>Only a heading</h1><p>Body.</p>")
     assert read_text_file(page).title == "Only a heading"
+
+
+def test_html_structure_is_read_as_markdown_without_escapes(tmp_path: Path) -> None:
+    """Headings, code and tables reach the structure-aware chunker; exact terms stay as
+    the page writes them."""
+    page = tmp_path / "cli.html"
+    page.write_bytes(
+        b"<h1>CLI</h1><h2>Flags</h2><p>Pass <code>--no-edit</code> to <a href='#'>"
+        b"parse_args</a>.</p><pre><code>$ tool --no-edit\n# a comment</code></pre>"
+        b"<table><tr><th>flag</th></tr><tr><td>-q</td></tr></table>"
+    )
+    text = read_text_file(page).text
+    assert text.startswith("# CLI\n\n## Flags\n\nPass `--no-edit` to parse_args.")
+    assert "```\n$ tool --no-edit\n# a comment\n```" in text
+    assert "| flag |\n| --- |\n| -q |" in text
 
 
 def test_pdf_text_and_title(tmp_path: Path) -> None:
