@@ -74,6 +74,8 @@ class GitSection:
     gold_text: str  # the body's first prose paragraph, at most GOLD_TEXT_WORDS words
     question: str | None
     words: int  # of the body before it was capped
+    #: The same kept blocks as Markdown (code fenced), for ``bench.chunking_quality``'s pages.
+    markdown: str = ""
 
     @property
     def slug(self) -> str:
@@ -117,11 +119,13 @@ def sections_from_source(text: str, source: str) -> list[GitSection]:
         if parsed.words < MIN_SECTION_WORDS:
             continue
         blocks: list[str] = []
+        marked: list[str] = []
         total = 0
         for block in parsed.blocks:
             if blocks and total + block.words > MAX_SECTION_WORDS:
                 break
             blocks.append(block.text if block.words <= MAX_SECTION_WORDS else _cap(block.text))
+            marked.append(f"```\n{blocks[-1]}\n```" if block.kind == "code" else blocks[-1])
             total += block.words
         prose = next((b for b in parsed.blocks if b.kind == "prose"), parsed.blocks[0])
         slug = _slug(parsed.heading)
@@ -138,6 +142,7 @@ def sections_from_source(text: str, source: str) -> list[GitSection]:
                 gold_text=_cap(prose.text, GOLD_TEXT_WORDS),
                 question=question_for(parsed.heading, command),
                 words=parsed.words,
+                markdown="\n\n".join(marked),
             )
         )
     return kept

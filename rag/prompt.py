@@ -42,6 +42,11 @@ class PromptPrefix:
     def chunk_ids(self) -> tuple[str, ...]:
         return tuple(p.chunk_id for p in self.passages)
 
+    def numbered(self) -> list[tuple[str, str]]:
+        """(doc id, text) of each passage as the prompt shows it: entry ``n - 1`` is
+        the passage an answer cites as ``[n]``."""
+        return _shown(self.passages)
+
 
 @dataclass(frozen=True)
 class Prompt:
@@ -101,7 +106,7 @@ class PromptBuilder:
             parts.append("Passages:")
             parts.extend(
                 f"[{i}] (source: {doc_id})\n{text}"
-                for i, (doc_id, text) in enumerate(_shown(ordered), 1)
+                for i, (doc_id, text) in enumerate(_shown(ordered), 1)  # as numbered()
             )
         else:
             parts.append("Passages: none were found.")
