@@ -13,7 +13,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from api.logs import LogFormat
-from rag.chunking import ChunkingStrategy
+from rag.models import DEFAULT_CHUNKING, ChunkingStrategy
 from rag.placement import RoutingPolicy
 from warmup.settings import WarmupSettings
 
@@ -168,7 +168,7 @@ class Settings(BaseSettings):
     )
     chunk_overlap_tokens: int = Field(20, ge=0)
     chunking: ChunkingStrategy = Field(
-        ChunkingStrategy.STRUCTURE,
+        DEFAULT_CHUNKING,
         description="structure: chunks follow Markdown headings, lists and code blocks, "
         "each embedded with its heading path; sentence: llama-index's sentence splitter "
         "(rag/chunking.py). A document is re-chunked when it is next ingested.",

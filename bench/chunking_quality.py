@@ -44,13 +44,12 @@ import anyio
 from api.config import Settings
 from api.stores import build_knowledge
 from bench.harness import bench_dir
-from bench.lexical_probe import _COMMAND, BM25, FETCH, fuse
+from bench.lexical_probe import BM25, COMMAND, FETCH, fuse
 from bench.real_corpus import GitSection, RealSpec, RealWorkload
 from bench.retrieval_quality import RANK_DEPTH, GoldQuestion, Quality, dedupe, score
-from rag.chunking import ChunkingStrategy
 from rag.embedding import Embedder, shared_embedder
 from rag.knowledge_base import KnowledgeBase
-from rag.models import DocumentIn
+from rag.models import ChunkingStrategy, DocumentIn
 from rag.query_text import retrieval_text
 from rag.retriever import Retriever
 from rag.windows import PassageWindows
@@ -208,7 +207,7 @@ def _measure(data: Corpus, kb: KnowledgeBase, embedder: Embedder, s: Settings) -
 def _slices(
     golds: Sequence[GoldQuestion], whole: Quality, ranks: list[list[str]], prompts: list[list[str]]
 ) -> dict[str, Any]:
-    exact = [i for i, g in enumerate(golds) if _COMMAND.search(g.question.lower())]
+    exact = [i for i, g in enumerate(golds) if COMMAND.search(g.question.lower())]
     sliced = score(
         [golds[i] for i in exact], [ranks[i] for i in exact], [prompts[i] for i in exact]
     )

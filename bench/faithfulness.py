@@ -44,8 +44,8 @@ from bench.chunking_quality import corpus
 from bench.harness import MODEL_NAME, bench_dir, service, vllm
 from bench.real_corpus import RealSpec, RealWorkload
 from bench.retrieval_quality import GoldQuestion, gold_text_reaches
-from rag.chunking import ChunkingStrategy
 from rag.context_memo import retrieve_context
+from rag.models import ChunkingStrategy
 
 ANSWER_TOKENS = 96
 _CITATION = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")

@@ -42,7 +42,7 @@ from rag.ingest import ChunkEmbedder, build_pipeline, document_hash, to_llama_do
 from rag.kb_state import KBState
 from rag.knowledge_base import KnowledgeBase
 from rag.knowledge_service import KnowledgeService
-from rag.models import DocumentIn
+from rag.models import DEFAULT_CHUNKING, DocumentIn
 
 GIT_DOC = Path("/usr/share/doc/git/html")
 DEFAULT_BATCH = 20
@@ -173,7 +173,7 @@ def _open_kb(folder: Path, embedder: Embedder) -> KnowledgeBase:
 def _measure_raw(documents: Sequence[DocumentIn], embedder: Embedder) -> RunRate:
     """Split exactly as the knowledge base does, then time ``embed_texts`` alone."""
     splitter = build_pipeline(embedder, CHUNK_TOKENS, CHUNK_OVERLAP).transformations[0]
-    nodes = splitter([to_llama_document(d, document_hash(d)) for d in documents])
+    nodes = splitter([to_llama_document(d, document_hash(d, DEFAULT_CHUNKING)) for d in documents])
     texts = [n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes]
     with Stopwatch() as watch:
         embedder.embed_texts(texts)

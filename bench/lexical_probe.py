@@ -48,7 +48,7 @@ FETCH = 50
 RRF_K = 60
 _TOKEN = re.compile(r"[a-z0-9][a-z0-9_-]*")
 #: A question naming a git command ("What does git rm do?"): an exact term.
-_COMMAND = re.compile(r"\bgit[ -][a-z][a-z-]+")
+COMMAND = re.compile(r"\bgit[ -][a-z][a-z-]+")
 
 
 def tokens(text: str) -> list[str]:
@@ -128,7 +128,7 @@ def run() -> dict[str, Any]:
             for mode, ranking in ranked.items():
                 modes[mode].append(dedupe(doc_of[c] for c in ranking)[:RANK_DEPTH])
         knowledge.close()
-    exact = [i for i, g in enumerate(golds) if _COMMAND.search(g.question.lower())]
+    exact = [i for i, g in enumerate(golds) if COMMAND.search(g.question.lower())]
     result: dict[str, Any] = {
         "chunks": len(chunks),
         "questions": len(golds),

@@ -5,12 +5,14 @@ blind to structure, so a chunk can start mid-list, end mid-code-block, or join t
 of one section to the start of the next.
 
 ``structure`` (``StructureSplitter``) reads a Markdown document (``rag.models.
-document_format``: declared in its metadata, or a ``.md``/``.html`` id or source; HTML
-files are read into Markdown headings, lists and code fences by ``rag.readers``) with
+document_format``: declared by metadata ``markup``, or an id or source ending in
+``.md``, ``.markdown``, ``.html`` or ``.htm``; HTML files are read into Markdown
+headings, lists and code fences by ``rag.readers``) with
 markdown-it-py (the CommonMark parser ``rich`` also uses) and cuts on its blocks:
 
-- a chunk never crosses a heading: each belongs to one section, and carries that
-  section's heading path (``Install > From source``) in its metadata;
+- a chunk holds the text of one section only, and carries that section's heading
+  path (``Install > From source``) in its metadata; a heading with no text of its own
+  opens the chunk of the next one;
 - headings, paragraphs, lists, code blocks and tables are packed whole while they fit;
   only a block longer than a chunk is split, by ``SentenceSplitter`` with the overlap;
 - the heading path is embedded with the chunk (a contextual header, as the title is),
@@ -33,16 +35,17 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 from llama_index.core.node_parser import NodeParser, SentenceSplitter
 from llama_index.core.node_parser.node_utils import build_nodes_from_splits
-from llama_index.core.schema import BaseNode, MetadataMode
+from llama_index.core.schema import BaseNode, MetadataMode, TextNode
 from markdown_it import MarkdownIt
 from pydantic import Field, PrivateAttr
 
-from rag.models import DocumentFormat, document_format
+from rag.models import ChunkingStrategy, DocumentFormat, document_format
+
+__all__ = ["HEADING_PATH_KEY", "ChunkingStrategy", "StructureSplitter", "markdown_blocks"]
 
 Tokenizer = Callable[[str], Sequence[Any]]
 
@@ -53,11 +56,6 @@ HEADING_SEPARATOR = " > "
 MAX_HEADER_SHARE = 0.25
 #: The least room a chunk's text keeps, however long its header.
 MIN_BODY_TOKENS = 32
-
-
-class ChunkingStrategy(StrEnum):
-    STRUCTURE = "structure"
-    SENTENCE = "sentence"
 
 
 @dataclass(frozen=True)
@@ -106,7 +104,7 @@ def markdown_blocks(text: str) -> list[TextBlock]:
 
 def heading_path(path: Sequence[str], title: str | None) -> str:
     """The path as embedded: without a leading heading that repeats the title."""
-    kept = list(path)
+    kept = [heading for heading in path if heading]  # "##" alone names nothing
     if kept and title and kept[0].casefold() == title.strip().casefold():
         kept = kept[1:]
     return HEADING_SEPARATOR.join(kept)
@@ -122,7 +120,11 @@ class Piece:
 
 
 class StructureSplitter(NodeParser):
-    """Markdown-aware chunks of at most ``chunk_size`` tokens, header included."""
+    """Markdown-aware chunks of at most ``chunk_size`` tokens, header included.
+
+    Where the header leaves a chunk less than ``MIN_BODY_TOKENS`` of text, the heading
+    path is left out; where the title alone does, the document is cut by the sentence
+    splitter (which refuses metadata longer than a chunk, as it always has)."""
 
     chunk_size: int = Field(gt=0)
     chunk_overlap: int = Field(ge=0)
@@ -142,17 +144,21 @@ class StructureSplitter(NodeParser):
         result: list[BaseNode] = []
         for node in nodes:
             doc_id = node.ref_doc_id or node.node_id
-            if document_format(doc_id, node.metadata) != DocumentFormat.MARKDOWN:
-                result.extend(self._fallback._parse_nodes([node]))
-                continue
             text = node.get_content(metadata_mode=MetadataMode.NONE)
-            title = node.metadata.get("title")
             header = node.get_metadata_str(mode=MetadataMode.EMBED)
-            title_text = title if isinstance(title, str) else None
+            title = node.metadata.get("title")
             texts, paths = [], []
-            for piece, path in self._chunks(text, title_text, header):
-                texts.append(piece)
-                paths.append(path)
+            if (
+                document_format(doc_id, node.metadata) == DocumentFormat.MARKDOWN
+                and self.chunk_size - self._count(f"{header}\n\n") >= MIN_BODY_TOKENS
+            ):
+                title_text = title if isinstance(title, str) else None
+                for piece, path in self._chunks(text, title_text, header):
+                    texts.append(piece)
+                    paths.append(path)
+            if not texts:  # plain text, a header too long, or nothing Markdown holds
+                result.extend(self._sentences(node, text))
+                continue
             built = build_nodes_from_splits(texts, node, id_func=self.id_func)
             for chunk, path in zip(built, paths, strict=True):
                 if not path:
@@ -168,6 +174,16 @@ class StructureSplitter(NodeParser):
             result.extend(built)
         return result
 
+    def _sentences(self, node: BaseNode, text: str) -> list[TextNode]:
+        """The sentence splitter's chunks of one document, sized as it sizes them."""
+        metadata = max(
+            node.get_metadata_str(mode=MetadataMode.EMBED),
+            node.get_metadata_str(mode=MetadataMode.LLM),
+            key=len,
+        )
+        splits = self._fallback.split_text_metadata_aware(text, metadata_str=metadata)
+        return build_nodes_from_splits(splits, node, id_func=self.id_func)
+
     def _chunks(self, text: str, title: str | None, header: str) -> Iterator[tuple[str, str]]:
         """(chunk text, heading path) of one document, in order."""
         fitted: dict[tuple[str, ...], tuple[str, int]] = {}
@@ -176,8 +192,10 @@ class StructureSplitter(NodeParser):
             if path not in fitted:
                 label = self._fit_path(heading_path(path, title))
                 extra = f"\n{HEADING_PATH_KEY}: {label}" if label else ""
-                used = self._count(f"{header}{extra}\n\n")
-                fitted[path] = (label, max(self.chunk_size - used, MIN_BODY_TOKENS))
+                room = self.chunk_size - self._count(f"{header}{extra}\n\n")
+                if room < MIN_BODY_TOKENS:  # the caller checked the header alone fits
+                    label, room = "", self.chunk_size - self._count(f"{header}\n\n")
+                fitted[path] = (label, room)
             return fitted[path]
 
         for piece in self.pieces(text, lambda path: fit(path)[1]):
@@ -226,11 +244,25 @@ class StructureSplitter(NodeParser):
             if block.is_heading and not only_headings:
                 flush()
             elif current and self._count(text[current[0].start : block.end]) > size(block.path):
-                if only_headings:  # a heading stays with its first block
+                if only_headings and not block.is_heading:  # a heading keeps its first block
                     current.append(block)
                     flush()
                     continue
                 flush()
             current.append(block)
         flush()
-        return pieces
+        return _contiguous(text, pieces)
+
+
+def _contiguous(text: str, pieces: list[Piece]) -> list[Piece]:
+    """The pieces widened over the text between them, so that what markdown-it gives no
+    block (a link reference definition, front matter's closing line) stays in the chunk
+    before it; blank space at either end of a piece is left out."""
+    widened = []
+    for i, piece in enumerate(pieces):
+        start = len(text) - len(text.lstrip()) if i == 0 else piece.start
+        end = pieces[i + 1].start if i + 1 < len(pieces) else len(text)
+        while end > start and text[end - 1].isspace():
+            end -= 1
+        widened.append(Piece(start, end, piece.path))
+    return widened

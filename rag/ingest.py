@@ -19,9 +19,15 @@ from llama_index.core.node_parser import NodeParser, SentenceSplitter
 from llama_index.core.schema import BaseNode, MetadataMode, TransformComponent
 from pydantic import PrivateAttr
 
-from rag.chunking import ChunkingStrategy, StructureSplitter
+from rag.chunking import StructureSplitter
 from rag.embedding import Embedder
-from rag.models import DocumentFormat, DocumentIn, document_format
+from rag.models import (
+    DEFAULT_CHUNKING,
+    ChunkingStrategy,
+    DocumentFormat,
+    DocumentIn,
+    document_format,
+)
 
 # Chunk ids must be UUIDs for Qdrant; deriving them from (document, content, position)
 # makes a replayed ingest write the same points instead of duplicates.
@@ -32,12 +38,14 @@ DOC_HASH_KEY = "doc_hash"
 CHUNK_INDEX_KEY = "chunk_index"
 
 
-def document_hash(doc: DocumentIn, chunking: ChunkingStrategy = ChunkingStrategy.SENTENCE) -> str:
+def document_hash(doc: DocumentIn, chunking: ChunkingStrategy) -> str:
     """Content hash of everything that defines a document's chunks and triples: its
     content and, where it changes the chunks (a Markdown document under ``structure``;
     plain text is cut by the sentence splitter either way), the chunking strategy, so
     that re-ingesting a document under another strategy re-chunks it instead of
-    skipping it as unchanged. Hashes from before strategies existed stay valid."""
+    skipping it as unchanged. Plain-text hashes are those warmrag always computed; a
+    Markdown document stored before ``structure`` existed is re-chunked when next
+    ingested."""
     content: dict[str, Any] = {"text": doc.text, "metadata": doc.metadata, "triples": doc.triples}
     if chunking == ChunkingStrategy.STRUCTURE and (
         document_format(doc.id, doc.metadata) == DocumentFormat.MARKDOWN
@@ -104,7 +112,7 @@ def build_pipeline(
     embedder: Embedder,
     chunk_tokens: int,
     overlap_tokens: int,
-    chunking: ChunkingStrategy = ChunkingStrategy.STRUCTURE,
+    chunking: ChunkingStrategy = DEFAULT_CHUNKING,
 ) -> IngestionPipeline:
     """Splitter (``rag.chunking``; counted in the embedder's own word-pieces) → ids →
     embeddings."""

@@ -32,7 +32,6 @@ from qdrant_client import QdrantClient
 
 from kg.persist import remove_stale_temps
 from rag import collection as shared_points
-from rag.chunking import ChunkingStrategy
 from rag.collection import CollectionScan, SharedCollection
 from rag.embedding import Embedder
 from rag.faults import checkpoint
@@ -44,7 +43,14 @@ from rag.ingest import (
     to_llama_document,
 )
 from rag.kb_state import KBState
-from rag.models import ChangeSet, ChunkRecord, DocumentIn, Passage
+from rag.models import (
+    DEFAULT_CHUNKING,
+    ChangeSet,
+    ChunkingStrategy,
+    ChunkRecord,
+    DocumentIn,
+    Passage,
+)
 from rag.shared_writer import SharedWriter
 
 log = logging.getLogger(__name__)
@@ -90,7 +96,7 @@ class KnowledgeBase:
         chunk_overlap_tokens: int = 20,
         shared: SharedCollection | None = None,
         embed_keys: Sequence[str] = ("title",),
-        chunking: ChunkingStrategy = ChunkingStrategy.STRUCTURE,
+        chunking: ChunkingStrategy = DEFAULT_CHUNKING,
         load: bool = True,
     ) -> None:
         """``client`` may be a factory, called by ``open``; ``load=False`` defers all

@@ -189,6 +189,17 @@ def loads_json(data: bytes | str) -> Any:
     return value
 
 
+class ChunkingStrategy(StrEnum):
+    """How documents are cut into chunks (``rag.chunking``)."""
+
+    STRUCTURE = "structure"  # Markdown at its headings and blocks; plain text by sentences
+    SENTENCE = "sentence"  # llama-index's sentence splitter for everything
+
+
+#: The one default (``Settings.chunking``, ``KnowledgeBase``, ``rag.ingest``).
+DEFAULT_CHUNKING = ChunkingStrategy.STRUCTURE
+
+
 class DocumentFormat(StrEnum):
     """How a document's text is written; ``rag.chunking`` follows Markdown's structure."""
 
@@ -198,13 +209,16 @@ class DocumentFormat(StrEnum):
 
 #: Metadata naming a document's format; without it, the format follows the suffix of
 #: the document's id or of its "source" metadata (``document_format``).
-FORMAT_KEY = "format"
-#: HTML files are read into Markdown (``rag.readers``).
+FORMAT_KEY = "markup"
+#: HTML files are read into Markdown (``rag.readers``); HTML sent as text through the API
+#: with such an id is parsed as Markdown as it stands (its tags become HTML blocks).
 MARKDOWN_SUFFIXES = (".md", ".markdown", ".html", ".htm")
+#: Metadata keys warmrag writes on every chunk (``rag.ingest``, ``rag.chunking``).
+RESERVED_METADATA_KEYS = ("doc_hash", "chunk_index", "heading_path")
 
 
 def document_format(doc_id: str, metadata: dict[str, Any]) -> DocumentFormat:
-    """Declared by ``metadata["format"]``, else Markdown for an id or source ending in a
+    """Declared by ``metadata["markup"]``, else Markdown for an id or source ending in a
     Markdown or HTML suffix, else plain text."""
     declared = metadata.get(FORMAT_KEY)
     if isinstance(declared, str):
@@ -225,8 +239,10 @@ class DocumentIn(BaseModel):
     metadata: dict[str, Any] = Field(
         default_factory=dict,
         description=f"Any JSON object, at most {MAX_METADATA_JSON_CHARS} characters encoded. "
-        '"title" is embedded with every chunk; "format" ("markdown" or "text") says how the '
-        "text is chunked, which otherwise follows the id's suffix (.md, .html: Markdown).",
+        '"title" is embedded with every chunk; "markup" ("markdown" or "text") says how the '
+        'text is chunked, which otherwise follows the suffix of the id or of "source" '
+        "(.md, .markdown, .html, .htm: Markdown). doc_hash, chunk_index and heading_path "
+        "are reserved.",
     )
     triples: list[Any] = Field(
         default_factory=list,
@@ -255,9 +271,12 @@ class DocumentIn(BaseModel):
                 f"metadata is {len(encoded)} chars of JSON; at most {MAX_METADATA_JSON_CHARS}"
             )
         declared = value.get(FORMAT_KEY)
-        if declared is not None and declared not in set(DocumentFormat):
-            allowed = " or ".join(repr(f.value) for f in DocumentFormat)
+        formats = [f.value for f in DocumentFormat]
+        if declared is not None and (not isinstance(declared, str) or declared not in formats):
+            allowed = " or ".join(repr(f) for f in formats)
             raise ValueError(f"metadata.{FORMAT_KEY} is {declared!r}; it must be {allowed}")
+        if reserved := [k for k in RESERVED_METADATA_KEYS if k in value]:
+            raise ValueError(f"metadata.{reserved[0]} is reserved: warmrag sets it on each chunk")
         return value
 
     @model_validator(mode="after")

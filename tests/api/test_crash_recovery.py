@@ -24,6 +24,7 @@ from rag.embedding import Embedder, shared_embedder
 from rag.faults import DELETE_POINTS, INGEST_POINTS
 from rag.ingest import DOC_HASH_KEY, document_hash
 from rag.knowledge_base import text_hash
+from rag.models import DEFAULT_CHUNKING
 from tests.api import crash_child
 from tests.api.crash_child import QUESTION, ZORN_V1, ZORN_V2, settings
 from tests.fakes import FakeEngine
@@ -128,7 +129,7 @@ async def recover_and_resend(data_dir: Path, op: str, point: str) -> None:
 
 
 def kb_hash_matches(runtime: Runtime, doc_id: str) -> bool:
-    return runtime.kb.document_hash(doc_id) == document_hash(ZORN_V2)
+    return runtime.kb.document_hash(doc_id) == document_hash(ZORN_V2, DEFAULT_CHUNKING)
 
 
 @pytest.mark.parametrize(("op", "point"), CASES)

@@ -18,7 +18,6 @@ from qdrant_client import QdrantClient
 
 from rag.chunking import (
     HEADING_PATH_KEY,
-    ChunkingStrategy,
     StructureSplitter,
     heading_path,
     markdown_blocks,
@@ -26,7 +25,9 @@ from rag.chunking import (
 from rag.embedding import Embedder
 from rag.ingest import build_pipeline, document_hash, to_llama_document
 from rag.knowledge_base import KnowledgeBase
-from rag.models import DocumentFormat, DocumentIn, document_format
+from rag.models import ChunkingStrategy, DocumentFormat, DocumentIn, document_format
+
+STRUCTURE, SENTENCE = ChunkingStrategy.STRUCTURE, ChunkingStrategy.SENTENCE
 
 GUIDE = """# Tide Guide
 
@@ -135,7 +136,42 @@ def test_a_long_heading_path_keeps_its_innermost_headings() -> None:
     assert len(words(huge[0].metadata[HEADING_PATH_KEY])) <= 20
 
 
-def test_plain_text_packs_paragraphs() -> None:
+def test_line_ends_of_every_kind_map_to_the_right_text() -> None:
+    """markdown-it numbers lines after turning CRLF and lone CR into LF; the offsets
+    of each block must still point into the original text."""
+    text = "# One\r\n\r\nfirst para\r\n\r\n## Two\rsecond para\n\n### Three\n\nthird"
+    nodes = splitter(200)([page(text)])
+    bodies = [n.get_content() for n in nodes]
+    assert bodies == ["# One\r\n\r\nfirst para", "## Two\rsecond para", "### Three\n\nthird"]
+    assert [n.metadata.get(HEADING_PATH_KEY) for n in nodes] == [
+        "One", "One > Two", "One > Two > Three",
+    ]  # fmt: skip
+
+
+def test_text_markdown_gives_no_block_is_kept() -> None:
+    """Link reference definitions make no block: they stay in the chunk before them, and
+    a document of nothing else is still chunked (by sentences)."""
+    text = "# A\n\nSee [the docs][d].\n\n[d]: https://example.org/docs\n\n## B\n\nMore."
+    bodies = [n.get_content() for n in splitter(200)([page(text)])]
+    assert bodies == ["# A\n\nSee [the docs][d].\n\n[d]: https://example.org/docs", "## B\n\nMore."]
+    only = splitter(200)([page("[d]: https://example.org/docs")])
+    assert [n.get_content() for n in only] == ["[d]: https://example.org/docs"]
+
+
+def test_a_long_title_gives_way_and_no_chunk_outgrows_the_size() -> None:
+    """The heading path is dropped before the text is squeezed below its minimum; a
+    title that leaves no room at all is refused as the sentence splitter refuses it."""
+    text = "# Part\n\n" + " ".join(f"Sentence {i} is here." for i in range(40))
+    title = " ".join(["long"] * 26)  # 27 words; with "heading_path: Part" 29 leave 31 < 32
+    nodes = splitter(60)([page(text, title)])
+    for node in nodes:
+        assert len(words(node.get_content(metadata_mode=MetadataMode.EMBED))) <= 60
+    assert all(HEADING_PATH_KEY not in n.metadata for n in nodes)
+    with pytest.raises(ValueError, match="longer than chunk size"):
+        splitter(60)([page(text, " ".join(["long"] * 70))])
+
+
+def test_markdown_without_headings_packs_paragraphs() -> None:
     text = "\n\n".join(" ".join([f"p{i}"] * 9) for i in range(6))
     pieces = splitter(30).pieces(text)
     assert len(pieces) == 2 and all(p.path == () for p in pieces)
@@ -159,17 +195,22 @@ def test_plain_text_is_cut_by_the_sentence_splitter_under_either_strategy() -> N
     for doc in (
         DocumentIn(id="n.md", text=text),
         DocumentIn(id="n", text=text, metadata={"source": "a/b.HTML"}),
-        DocumentIn(id="n.txt", text=text, metadata={"format": "markdown"}),
+        DocumentIn(id="n.txt", text=text, metadata={"markup": "markdown"}),
     ):
-        assert document_hash(doc, ChunkingStrategy.STRUCTURE) != document_hash(doc), doc.id
+        assert document_hash(doc, STRUCTURE) != document_hash(doc, SENTENCE), doc.id
     txt = DocumentIn(id="notes.txt", text=text)
-    assert document_hash(txt, ChunkingStrategy.STRUCTURE) == document_hash(txt)
-    assert document_format("a.md", {"format": "text"}) == DocumentFormat.TEXT
+    assert document_hash(txt, STRUCTURE) == document_hash(txt, SENTENCE)
+    assert document_format("a.md", {"markup": "text"}) == DocumentFormat.TEXT
 
 
-def test_an_unknown_format_is_refused_by_name() -> None:
-    with pytest.raises(ValidationError, match=r"metadata\.format is 'md'; it must be 'markdown'"):
-        DocumentIn(id="a", text="x", metadata={"format": "md"})
+def test_an_unknown_markup_or_a_reserved_key_is_refused_by_name() -> None:
+    with pytest.raises(ValidationError, match=r"metadata\.markup is 'md'; it must be 'markdown'"):
+        DocumentIn(id="a", text="x", metadata={"markup": "md"})
+    with pytest.raises(ValidationError, match=r"metadata\.markup is \[\]"):
+        DocumentIn(id="a", text="x", metadata={"markup": []})
+    with pytest.raises(ValidationError, match=r"metadata\.heading_path is reserved"):
+        DocumentIn(id="a", text="x", metadata={"heading_path": "mine"})
+    assert DocumentIn(id="a", text="x", metadata={"format": "pdf"}).metadata == {"format": "pdf"}
 
 
 def test_real_word_pieces_fit_the_embedding_window(embedder: Embedder) -> None:
