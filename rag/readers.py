@@ -70,7 +70,13 @@ def read_html(data: bytes) -> FileText:
     for tag in soup(_NOT_TEXT):
         tag.decompose()
     body = soup.body or soup
-    return FileText(_tidy(_MARKDOWN.convert_soup(body)), title or None)
+    try:
+        text = _MARKDOWN.convert_soup(body)
+    except RecursionError:
+        # markdownify recurses per element: a page nested some thousand levels deep
+        # is read as plain text (bs4 walks it iteratively) rather than refused.
+        text = body.get_text("\n")
+    return FileText(_tidy(text), title or None)
 
 
 def read_pdf(data: bytes) -> FileText:

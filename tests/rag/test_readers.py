@@ -69,6 +69,15 @@ def test_html_structure_is_read_as_markdown_without_escapes(tmp_path: Path) -> N
     assert "| flag |\n| --- |\n| -q |" in text
 
 
+def test_html_nested_too_deeply_for_markdown_is_read_as_plain_text(tmp_path: Path) -> None:
+    """Fault injected: 3,000 nested elements, past markdownify's recursion (a 500 before
+    this fallback); the text is read without its structure."""
+    page = tmp_path / "deep.html"
+    page.write_bytes(b"<h1>Deep</h1>" + b"<div>" * 3000 + b"deep text" + b"</div>" * 3000)
+    text = read_text_file(page).text
+    assert "deep text" in text and "Deep" in text
+
+
 def test_pdf_text_and_title(tmp_path: Path) -> None:
     read = read_text_file(write_pdf(tmp_path / "z.pdf", "The river Zorn flows.", "The Zorn"))
     assert read == read.__class__("The river Zorn flows.", "The Zorn")
