@@ -33,8 +33,8 @@ from schemathesis.specs.openapi.checks import (
 from tests.conftest import ADMIN_TOKEN, Service
 from tests.fakes import FakeEngine
 
-#: Requests per operation and mode: about 600 in all, some 30 s on 2 slow cores.
-EXAMPLES = 30
+#: Requests per operation and mode: about 400 in all, some 20 s on 2 slow cores.
+EXAMPLES = 20
 #: What a request that breaks the schema may get (schemathesis' default, and 413).
 REJECTIONS = [400, 401, 403, 404, 405, 406, 409, 413, 415, 422, 428, 429]
 CHECKS = [
