@@ -14,6 +14,12 @@ Rules, per verb of each sentence:
 - copula: (subject, be, attribute), or with an "of"-like complement
   "Paris is the capital of France" -> (Paris, be capital of, France).
 - negation is kept in the predicate ("not invent").
+
+Then, per entity a kept triple joins, each prepositional modifier naming a noun becomes
+(entity, preposition, noun): "Growers in the Douro valley use the Kestrel sensor" also gives
+(Growers, in, Douro valley). Without it the place a sentence names would be no node (no verb
+joins it) and no entity search could find it. "of" complements are part of the name already.
+
 Entity phrases keep compound and flat names whole ("Marie Curie", "Nobel Prize"), with simple
 adjectives ("radioactive elements") and one "of" complement ("University of Paris", "theory of
 relativity"); leading determiners go.
@@ -35,6 +41,7 @@ _NAME_DEPS = frozenset({"compound", "flat"})
 _RELATIVE_PRONOUNS = frozenset({"who", "which", "that", "whom"})
 _ENTITY_POS = frozenset({"NOUN", "PROPN", "NUM", "X"})
 _MODIFIER_POS = frozenset({"ADJ", "PROPN", "NOUN"})
+_NAME_POS = frozenset({"NOUN", "PROPN"})
 
 
 class TripleExtractor:
@@ -98,23 +105,43 @@ class TripleExtractor:
     # -- rules --------------------------------------------------------------------------
 
     def _from_doc(self, doc: Doc) -> list[tuple[str, str, str]]:
+        """Verb triples in sentence order, then the attachments of the entities they join
+        (appended, so the verb triples keep their positions)."""
         found: list[tuple[str, str, str]] = []
         seen: set[tuple[str, str, str]] = set()
+        joined: dict[int, Token] = {}
         for token in doc:
             for subject, predicate, obj in self._from_verb(token):
-                triple = self._clean(subject, predicate, obj)
-                if triple is None:
-                    continue
-                key = (
-                    self.normalizer.normalize(triple[0]),
-                    triple[1].lower(),
-                    self.normalizer.normalize(triple[2]),
-                )
-                if key[0] == key[2] or key in seen:
-                    continue
-                seen.add(key)
-                found.append(triple)
+                if self._keep(subject, predicate, obj, found, seen):
+                    joined.update({subject.i: subject, obj.i: obj})
+        for _, entity in sorted(joined.items()):
+            for head, predicate, obj in _attachments(entity):
+                self._keep(head, predicate, obj, found, seen)
         return found
+
+    def _keep(
+        self,
+        subject: Token,
+        predicate: str,
+        obj: Token,
+        found: list[tuple[str, str, str]],
+        seen: set[tuple[str, str, str]],
+    ) -> bool:
+        """Append the cleaned triple to ``found`` unless it is malformed, joins an entity to
+        itself or repeats one already found (compared by normalized keys); True if kept."""
+        triple = self._clean(subject, predicate, obj)
+        if triple is None:
+            return False
+        key = (
+            self.normalizer.normalize(triple[0]),
+            triple[1].lower(),
+            self.normalizer.normalize(triple[2]),
+        )
+        if key[0] == key[2] or key in seen:
+            return False
+        seen.add(key)
+        found.append(triple)
+        return True
 
     def _from_verb(self, verb: Token) -> Iterable[tuple[Token, str, Token]]:
         is_copula = verb.lemma_ == "be" and verb.pos_ in ("AUX", "VERB")
@@ -198,6 +225,24 @@ def _copula(
                     yield subject, f"{negation}be {_head_phrase(attr)} {prep.lower_}", pobj
             else:
                 yield subject, f"{negation}be", attr
+
+
+def _attachments(entity: Token) -> Iterable[tuple[Token, str, Token]]:
+    """(entity, preposition, noun) for each prepositional modifier of an entity that a verb
+    triple joins: "Growers in the Douro valley use ..." -> (Growers, in, Douro valley).
+
+    It keeps a place or thing the text names as a node even when no verb joins it. Only
+    nouns and names count as objects (not years or pronouns), and "of" is skipped: an "of"
+    complement is part of the entity's own name ("University of Paris").
+    """
+    if entity.pos_ not in _NAME_POS:
+        return
+    for prep in entity.rights:
+        if prep.dep_ != "prep" or prep.lower_ == "of":
+            continue
+        for pobj in _with_conjuncts(_pobjs(prep)):
+            if pobj.pos_ in _NAME_POS:
+                yield entity, prep.lower_, pobj
 
 
 def _pobjs(prep: Token) -> list[Token]:

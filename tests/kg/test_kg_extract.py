@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kg import TripleExtractor, load_nlp
+from kg import KnowledgeGraph, TripleExtractor, load_nlp
 from tests.kg.kg_testdata import CORPUS
 
 
@@ -67,6 +67,45 @@ def test_conjoined_subjects_and_objects(extractor: TripleExtractor) -> None:
 def test_conjoined_verb_borrows_the_subject(extractor: TripleExtractor) -> None:
     triples = extractor.extract("Curie was born in Warsaw and moved to Paris.")
     assert ("Curie", "move to", "Paris") in triples
+
+
+DOURO = (
+    "Vineyards in the Douro valley irrigate at night. "
+    "Growers in the Douro valley use the Kestrel sensor to schedule irrigation."
+)
+
+
+def test_a_place_no_verb_joins_is_an_entity_the_search_finds(
+    extractor: TripleExtractor, graph: KnowledgeGraph
+) -> None:
+    # No verb joins "Douro valley" (the small model even reads the first sentence as one
+    # noun phrase); it modifies "Growers", so it comes as (Growers, in, Douro valley).
+    graph.replace_document("douro", extractor.extract_chunks("douro", [("douro#0", DOURO)]))
+    triples = [t.as_list() for t in graph.triples_for_document("douro")]
+    assert ["Growers", "use", "Kestrel sensor"] in triples
+    assert ["Growers", "use to", "schedule irrigation"] in triples
+    assert ["Growers", "in", "Douro valley"] in triples
+    assert [(e.key, e.name) for e in graph.search_entities("douro")] == [
+        ("douro valley", "Douro valley")
+    ]
+    assert [(e.key, e.name) for e in graph.search_entities("DOURO VALLEY")] == [
+        ("douro valley", "Douro valley")
+    ]
+
+
+def test_only_modifiers_of_entities_a_verb_triple_joins_are_kept(
+    extractor: TripleExtractor,
+) -> None:
+    triples = extractor.extract("Curie left the laboratory in Warsaw for a post in Paris.")
+    assert ("Curie", "leave for", "post") in triples
+    assert ("post", "in", "Paris") in triples
+    # "Vineyards in the Douro valley irrigate" parses as one noun phrase, no verb: nothing.
+    assert extractor.extract(DOURO.split(". ")[0]) == []
+    # An "of" complement is part of the name, not a triple of its own.
+    assert extractor.extract("Einstein joined the faculty of Princeton in 1933.") == [
+        ("Einstein", "join", "faculty of Princeton"),
+        ("Einstein", "join in", "1933"),
+    ]
 
 
 def test_pronoun_subjects_are_skipped(extractor: TripleExtractor) -> None:
