@@ -352,13 +352,28 @@ def bench(ctx: typer.Context) -> None:
     """Run the benchmark suite.
 
     It runs from a checkout of warmrag; its arguments pass through (warmrag bench
-    --quick)."""
+    --quick), and its exit status comes back (non-zero when a section failed)."""
     root = Path(__file__).resolve().parent.parent
     if not (root / "bench" / "__main__.py").is_file():
         raise _fail("the benchmark suite runs from a checkout of warmrag (bench/ is not here)")
-    code = subprocess.call([sys.executable, "-m", "bench", *ctx.args], cwd=root)
+    code = _wait_through_ctrl_c(
+        subprocess.Popen([sys.executable, "-m", "bench", *ctx.args], cwd=root)
+    )
     if code:
         raise typer.Exit(code)
+
+
+def _wait_through_ctrl_c(child: subprocess.Popen[bytes]) -> int:
+    """The child's exit status. A Ctrl-C reaches the suite too, which then stops its
+    vLLM and writes the report of what it measured; ``subprocess.call`` would kill it
+    a quarter of a second in, so keep waiting (it exits 130 once the report is out).
+    A child killed by signal N ends this command with 128 + N, as a shell reports it."""
+    while True:
+        try:
+            code = child.wait()
+        except KeyboardInterrupt:
+            continue
+        return code if code >= 0 else 128 - code
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -7,10 +7,14 @@ subgraph selection at 1k, 10k and 50k triples (``bench/kg_subgraph.py``); and ch
 for a one-document change against 100, 1k and 10k warm entries, with cold and warm caches
 (``bench/detection_scaling.py``). Embedding 50k real chunks would take far too long here, so
 the retrieval collection holds the ingested chunks' real embeddings plus re-normalized noisy
-copies of them (same texts, so passages stay real and scores realistic), written through the
-KB's own llama-index ``QdrantVectorStore`` and grown 1k -> 10k -> 50k. That collection lives in
-an in-memory Qdrant client: local mode searches the same in-memory numpy arrays either way, and
-the on-disk mode's one SQLite commit per point would make filling 50k points take ~1 minute.
+copies of them (same texts, so passages stay real and scores realistic), grown 1k -> 10k -> 50k
+the way the KB's embedded write commits: the points are written through its own llama-index
+``QdrantVectorStore``, carrying their document's content hash, then the docstore (the commit
+point) names each copy's document with that hash, and the KB is opened again. Retrieval only
+returns chunks whose hash is their document's committed one, so points written any other way
+would be hidden from it. That collection lives in an in-memory Qdrant client: local mode
+searches the same in-memory numpy arrays either way, and the on-disk mode's one SQLite commit
+per point would make filling 50k points take ~1 minute.
 
     .venv/bin/python bench/scale.py [--quick]
 """
@@ -24,7 +28,7 @@ import statistics
 import sys
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +38,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from llama_index.core.schema import BaseNode, NodeRelationship, RelatedNodeInfo, TextNode
+from llama_index.vector_stores.qdrant import QdrantVectorStore
 from qdrant_client import QdrantClient
 
 from bench import detection_scaling, kg_multihop, kg_subgraph
@@ -41,19 +46,29 @@ from bench.harness import bench_dir
 from bench.measure import percentile
 from bench.workload import towns
 from rag.embedding import Embedder, shared_embedder
+from rag.ingest import CHUNK_INDEX_KEY, DOC_HASH_KEY
+from rag.kb_state import KBState
 from rag.knowledge_base import KnowledgeBase
 from rag.models import DocumentIn
 
 #: Per-dimension noise on the copies' embeddings: cosine to the original ~0.96.
 NOISE = 0.015
 INSERT_BATCH = 1000
+COLLECTION = "warmrag"  # the KnowledgeBase's default
+#: The embedded knowledge base's commit point in its folder (``rag.kb_state``).
+DOCSTORE = "docstore.json"
 INGEST_BATCH = 100  # documents per alternation of pipeline ingest and raw embedding
 WARMUP_QUERIES = 10
 
 
 @dataclass(frozen=True)
 class Chunk:
+    """One ingested chunk as the knowledge base stored it: its document's committed content
+    hash and its position travel with the copies, so the KB counts them as committed."""
+
     doc_id: str
+    doc_hash: str
+    index: int
     text: str
     metadata: dict[str, Any]
 
@@ -151,7 +166,8 @@ def measure_ingest(
     town_count: int, folder: Path, embedder: Embedder
 ) -> tuple[dict[str, Any], list[Chunk], np.ndarray]:
     """Chunks/s through ``KnowledgeBase.upsert`` (split, embed, Qdrant, docstore) and of the
-    embedding model alone on the same chunk texts; also returns the chunks and embeddings."""
+    embedding model alone on the same chunk texts; also returns the chunks and the embeddings
+    the KB stored for them (title included, as the product embeds them)."""
     docs = [DocumentIn.model_validate(d) for t in towns(town_count) for d in t.documents()]
     embedder.embed_texts(["warm the model up"])
     client = QdrantClient(path=str(folder / "qdrant"))
@@ -165,17 +181,18 @@ def measure_ingest(
         for i in range(0, len(docs), INGEST_BATCH):
             batch = docs[i : i + INGEST_BATCH]
             t0 = time.perf_counter()
-            kb.upsert(batch)
+            change = kb.upsert(batch)
             ingest_s += time.perf_counter() - t0
-            new = [
-                Chunk(d.id, text, dict(d.metadata))
-                for d in batch
-                for _, text in kb.chunk_texts(d.id)
-            ]
+            stored = {c.chunk_id: c.embedding for c in change.added_chunks}
+            new = [(d, n, chunk) for d in batch for n, chunk in enumerate(kb.chunks(d.id))]
             t0 = time.perf_counter()
-            parts.append(embedder.embed_texts([c.text for c in new]))
+            embedder.embed_texts([chunk.text for _, _, chunk in new])
             raw_s += time.perf_counter() - t0
-            chunks.extend(new)
+            parts.append(np.array([stored[chunk.chunk_id] for _, _, chunk in new], np.float32))
+            chunks.extend(
+                Chunk(d.id, kb.document_hash(d.id) or "", n, chunk.text, dict(d.metadata))
+                for d, n, chunk in new
+            )
     finally:
         client.close()
     vectors = np.concatenate(parts)
@@ -204,17 +221,19 @@ def measure_retrieval(
     queries = embedder.embed_texts([q for _, q in questions])
     rng = np.random.default_rng(17)
     client = QdrantClient(":memory:")
-    kb = KnowledgeBase(folder, client, embedder)
+    state = KBState()
     results = []
     try:
         filled = 0
         for size in p.chunk_sizes:
             t0 = time.perf_counter()
-            while filled < size:
-                count = min(INSERT_BATCH, size - filled)
-                kb.vectors.add(copies(chunks, vectors, filled, count, rng))
-                filled += count
+            kb = grow(
+                folder, client, embedder, state, copies_between(chunks, vectors, filled, size, rng)
+            )
+            filled = size
             insert_s = time.perf_counter() - t0
+            # reconcile (run at open) deletes points no committed document owns
+            assert kb.count_chunks() == size, (kb.count_chunks(), size)
             for query in queries[:WARMUP_QUERIES]:
                 kb.retrieve(query, top_k=3)
             latencies = []
@@ -232,6 +251,7 @@ def measure_retrieval(
                     "p50_ms": round(statistics.median(latencies), 3),
                     "p95_ms": round(percentile(latencies, 95), 3),
                     "queries": len(latencies),
+                    "top1_own_town_share": round(hits / len(latencies), 3),
                 }
             )
             step(
@@ -243,13 +263,46 @@ def measure_retrieval(
     return results
 
 
+def copies_between(
+    chunks: list[Chunk], vectors: np.ndarray, start: int, end: int, rng: np.random.Generator
+) -> Iterator[list[BaseNode]]:
+    """Points ``start``..``end`` in batches of ``INSERT_BATCH`` (one ``copies`` call each)."""
+    for first in range(start, end, INSERT_BATCH):
+        yield copies(chunks, vectors, first, min(INSERT_BATCH, end - first), rng)
+
+
+def grow(
+    folder: Path,
+    client: QdrantClient,
+    embedder: Embedder,
+    state: KBState,
+    batches: Iterable[list[BaseNode]],
+) -> KnowledgeBase:
+    """Write ``batches`` as an embedded ``KnowledgeBase.upsert`` commits: points first, then
+    the docstore naming their documents' hashes; then open the KB on it again.
+
+    The KB reads its docstore only when it opens, and opening reconciles: points that no
+    committed document version owns are deleted there, so what survives is what the product
+    itself would retrieve from (the caller checks the count)."""
+    store = QdrantVectorStore(collection_name=COLLECTION, client=client)
+    for nodes in batches:
+        store.add(nodes)
+        for node in nodes:
+            state.docstore.set_document_hash(node.ref_doc_id or "", node.metadata[DOC_HASH_KEY])
+    state.version += 1
+    folder.mkdir(parents=True, exist_ok=True)
+    state.save(folder / DOCSTORE)
+    return KnowledgeBase(folder, client, embedder, collection=COLLECTION)
+
+
 def copies(
     chunks: list[Chunk], vectors: np.ndarray, start: int, count: int, rng: np.random.Generator
 ) -> list[BaseNode]:
     """Points ``start``..``start+count``: the real chunks first, then noisy copies of them.
 
-    Copy ``k`` of a chunk belongs to document ``<doc_id>~<k>``; like rag/ingest.py, each node
-    has a SOURCE relationship to its document, so passages come back with their doc_id.
+    Copy ``k`` of a chunk belongs to document ``<doc_id>~<k>``, with the same content and so
+    the same content hash; like rag/ingest.py, each node has a SOURCE relationship to its
+    document (passages come back with their doc_id) and carries that hash and its position.
     """
     index = np.arange(start, start + count)
     base, copy = index % len(chunks), index // len(chunks)
@@ -261,9 +314,8 @@ def copies(
     for b, k, embedding in zip(base, copy, embeddings, strict=True):
         chunk = chunks[int(b)]
         doc_id = chunk.doc_id if k == 0 else f"{chunk.doc_id}~{k}"
-        node = TextNode(
-            text=chunk.text, embedding=embedding.tolist(), metadata=dict(chunk.metadata)
-        )
+        metadata = {**chunk.metadata, DOC_HASH_KEY: chunk.doc_hash, CHUNK_INDEX_KEY: chunk.index}
+        node = TextNode(text=chunk.text, embedding=embedding.tolist(), metadata=metadata)
         node.relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=doc_id)
         nodes.append(node)
     return nodes

@@ -12,6 +12,8 @@ runs that need their own vLLM are then skipped unless ``--vllm-url-no-cache`` /
 ``--vllm-url-small`` name one.
 
 Results go to ``bench/results/<timestamp>/``: results.json, report.md, PNG plots.
+A section that raises is recorded there and the next section runs; the command then exits 1
+naming the failed sections on stderr (130 after a Ctrl-C, which stops the run).
 """
 
 from __future__ import annotations
@@ -22,9 +24,9 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -100,67 +102,135 @@ def vllm_for(url: str | None, eager: bool, **kwargs: Any) -> Iterator[str]:
             yield started
 
 
-def run_sections(
-    args: argparse.Namespace,
-    results: dict[str, Any],
-    workload: Workload,
-    config: ScenarioConfig,
-    work: Path,
-) -> None:
-    """Fill ``results`` section by section (a section's entry appears once it is done)."""
-    eager = args.enforce_eager or args.quick
-    sections = set(args.only.split(","))
-    template = work / "corpus"
-    if "scale" in sections:
-        log("scale: ingest, retrieval, subgraph, detection")
-        results["scale"] = run_scale(args.quick, work / "scale", log=log)
-    if "index" in sections:
-        sizes = QUICK_INDEX_SIZES if args.quick else INDEX_SIZES
-        log(f"index: embedded vector stores at {', '.join(map(str, sizes))} chunks")
-        results["embedded_index"] = run_embedded_index(list(sizes), work / "index", log)
-    main = [s for s in STRATEGIES if s.prefix_caching]
-    if "main" in sections:
-        with vllm_for(args.vllm_url, eager, kv_cache_gib=args.kv_cache_gib) as url:
-            log("floor: questions with no context")
-            results["floor"] = measure_floor(url, workload, config)
-            results["corpus_ingest"] = build_template(url, template, workload, log)
-            for strategy in main:
-                log(f"strategy {strategy.label}")
-                results["strategies"][strategy.slug] = run_strategy(
-                    strategy, url, work, workload, config, log, template=template
-                )
-    no_cache = [s for s in STRATEGIES if not s.prefix_caching]
-    if "no-cache" in sections:
-        if args.vllm_url and not args.vllm_url_no_cache:
-            log("strategy 0 skipped: no --vllm-url-no-cache")
-        else:
-            with vllm_for(
-                args.vllm_url_no_cache,
-                eager,
-                kv_cache_gib=args.kv_cache_gib,
-                prefix_caching=False,
-            ) as url:
-                for strategy in no_cache:
-                    log(f"strategy {strategy.label}")
-                    results["strategies"][strategy.slug] = run_strategy(
-                        strategy,
-                        url,
-                        work,
-                        workload,
-                        config,
-                        log,
-                        template=template if template.exists() else None,
-                        change=False,
-                    )
-    if "pressure" in sections:
-        results["pressure"] = run_pressure(args, eager, workload, config, work)
-    else:
-        results["pressure"] = {"skipped": f"not among the sections run ({args.only})"}
-    if "real" in sections:
-        # The ingest rate first, with both cores free of vLLM.
-        results["real"] = {"ingest_rate": run_ingest_rate(args.quick, work, log)}
-        with vllm_for(args.vllm_url, eager, kv_cache_gib=REAL_KV_GIB) as url:
-            run_real(url, work, args.quick, log, results["real"])
+@dataclass(frozen=True)
+class SectionRun:
+    """What every section reads and where it writes its results (its own key of ``results``)."""
+
+    args: argparse.Namespace
+    results: dict[str, Any]
+    workload: Workload
+    config: ScenarioConfig
+    work: Path
+
+    @property
+    def eager(self) -> bool:
+        return bool(self.args.enforce_eager or self.args.quick)
+
+    @property
+    def template(self) -> Path:
+        """The ingested corpus the main section builds and strategy 0 reuses."""
+        return self.work / "corpus"
+
+
+@dataclass(frozen=True)
+class SectionFailure:
+    """A section that raised. The run goes on with the next section (they do not depend on
+    each other's results), and the command ends non-zero naming every failed one."""
+
+    section: str
+    error: str  # the exception's own line, e.g. "AssertionError: []"
+    traceback: str
+
+
+@dataclass(frozen=True)
+class SectionsOutcome:
+    """How the sections went: the ones that failed, and the one a Ctrl-C stopped (if any)."""
+
+    failed: list[SectionFailure] = field(default_factory=list)
+    interrupted_in: str | None = None
+
+
+def scale_section(run: SectionRun) -> None:
+    log("scale: ingest, retrieval, subgraph, detection")
+    run.results["scale"] = run_scale(run.args.quick, run.work / "scale", log=log)
+
+
+def index_section(run: SectionRun) -> None:
+    sizes = QUICK_INDEX_SIZES if run.args.quick else INDEX_SIZES
+    log(f"index: embedded vector stores at {', '.join(map(str, sizes))} chunks")
+    run.results["embedded_index"] = run_embedded_index(list(sizes), run.work / "index", log)
+
+
+def main_section(run: SectionRun) -> None:
+    """The floor and strategies 1-5 on one vLLM with prefix caching."""
+    args, results = run.args, run.results
+    with vllm_for(args.vllm_url, run.eager, kv_cache_gib=args.kv_cache_gib) as url:
+        log("floor: questions with no context")
+        results["floor"] = measure_floor(url, run.workload, run.config)
+        results["corpus_ingest"] = build_template(url, run.template, run.workload, log)
+        for strategy in (s for s in STRATEGIES if s.prefix_caching):
+            log(f"strategy {strategy.label}")
+            results["strategies"][strategy.slug] = run_strategy(
+                strategy, url, run.work, run.workload, run.config, log, template=run.template
+            )
+
+
+def no_cache_section(run: SectionRun) -> None:
+    """Strategy 0 on a vLLM without prefix caching."""
+    args = run.args
+    if args.vllm_url and not args.vllm_url_no_cache:
+        log("strategy 0 skipped: no --vllm-url-no-cache")
+        return
+    with vllm_for(
+        args.vllm_url_no_cache, run.eager, kv_cache_gib=args.kv_cache_gib, prefix_caching=False
+    ) as url:
+        for strategy in (s for s in STRATEGIES if not s.prefix_caching):
+            log(f"strategy {strategy.label}")
+            run.results["strategies"][strategy.slug] = run_strategy(
+                strategy,
+                url,
+                run.work,
+                run.workload,
+                run.config,
+                log,
+                template=run.template if run.template.exists() else None,
+                change=False,
+            )
+
+
+def pressure_section(run: SectionRun) -> None:
+    run.results["pressure"] = run_pressure(run.args, run.eager, run.workload, run.config, run.work)
+
+
+def real_section(run: SectionRun) -> None:
+    """Git's documentation: the ingest rate first, with both cores free of vLLM."""
+    real: dict[str, Any] = {"ingest_rate": run_ingest_rate(run.args.quick, run.work, log)}
+    run.results["real"] = real
+    with vllm_for(run.args.vllm_url, run.eager, kv_cache_gib=REAL_KV_GIB) as url:
+        run_real(url, run.work, run.args.quick, log, real)
+
+
+#: Each section's function, in the order the suite runs them (``SECTIONS``).
+SECTION_STEPS: dict[str, Callable[[SectionRun], None]] = {
+    "scale": scale_section,
+    "index": index_section,
+    "main": main_section,
+    "no-cache": no_cache_section,
+    "pressure": pressure_section,
+    "real": real_section,
+}
+
+
+def run_sections(run: SectionRun) -> SectionsOutcome:
+    """Run the selected sections in order (a section's entry appears once it is done).
+
+    A section that raises is recorded and the next one runs: a failure late in a two-hour
+    run must not lose the sections around it. Ctrl-C stops the run where it is."""
+    selected = set(run.args.only.split(","))
+    if "pressure" not in selected:
+        run.results["pressure"] = {"skipped": f"not among the sections run ({run.args.only})"}
+    failed: list[SectionFailure] = []
+    for name in (s for s in SECTIONS if s in selected):
+        try:
+            SECTION_STEPS[name](run)
+        except KeyboardInterrupt:
+            return SectionsOutcome(failed, interrupted_in=name)
+        except Exception as exc:
+            error = "".join(traceback.format_exception_only(exc)).strip()
+            failed.append(SectionFailure(name, error, traceback.format_exc()))
+            log(f"{name}: failed: {error}; going on with the next section")
+            traceback.print_exc()
+    return SectionsOutcome(failed)
 
 
 def source_commit() -> str:
@@ -175,7 +245,16 @@ def source_commit() -> str:
     return commit + ("+changes" if dirty else "")
 
 
-def run(args: argparse.Namespace) -> Path:
+@dataclass(frozen=True)
+class RunOutcome:
+    """Where the report went and what went wrong (``main`` turns it into the exit status)."""
+
+    out: Path
+    failed: list[SectionFailure]
+    interrupted_in: str | None  # a section, "setup" or "clean-up"; None: not interrupted
+
+
+def run(args: argparse.Namespace) -> RunOutcome:
     spec = WorkloadSpec.quick() if args.quick else WorkloadSpec.full()
     config = ScenarioConfig.quick() if args.quick else ScenarioConfig()
     eager = args.enforce_eager or args.quick
@@ -201,23 +280,30 @@ def run(args: argparse.Namespace) -> Path:
         "strategies": {},
     }
     log(f"workload: {results['meta']['corpus']}")
+    outcome = SectionsOutcome(interrupted_in="setup")
     try:
         with bench_dir() as work:
-            run_sections(args, results, workload, config, work)
-    except KeyboardInterrupt:
-        results["meta"]["interrupted"] = True
-        log("interrupted: writing the report of what was measured so far")
-    except Exception as exc:  # a failed section must not lose the hour before it
-        results["meta"]["interrupted"] = True
-        results["meta"]["error"] = "".join(traceback.format_exception_only(exc)).strip()
-        log(f"failed: {results['meta']['error']}; writing the report of what was measured")
-        traceback.print_exc()
+            outcome = run_sections(SectionRun(args, results, workload, config, work))
+    except KeyboardInterrupt:  # in the work folder's set-up or clean-up, between sections
+        outcome = replace(outcome, interrupted_in=outcome.interrupted_in or "clean-up")
+    record_outcome(results["meta"], outcome)
     results["strategies"] = dict(sorted(results["strategies"].items()))
     results["meta"]["duration_s"] = round(time.perf_counter() - started, 1)
     out = args.out / stamp
     for path in write_report(results, out):
         log(f"wrote {path.relative_to(REPO) if path.is_relative_to(REPO) else path}")
-    return out
+    return RunOutcome(out, outcome.failed, outcome.interrupted_in)
+
+
+def record_outcome(meta: dict[str, Any], outcome: SectionsOutcome) -> None:
+    """Put the failed sections and an interruption in the results, for the report to show."""
+    if outcome.interrupted_in:
+        meta["interrupted"] = True
+        meta["interrupted_in"] = outcome.interrupted_in
+        log(f"interrupted in {outcome.interrupted_in}: writing the report of what was measured")
+    if outcome.failed:
+        meta["failed_sections"] = [asdict(f) for f in outcome.failed]
+        log(f"failed: {', '.join(f.section for f in outcome.failed)}; writing the report")
 
 
 def run_pressure(
@@ -262,9 +348,29 @@ def run_pressure(
     return result
 
 
+def exit_status(outcome: RunOutcome) -> int:
+    """0 only for a run whose every section completed; the failures go to stderr, by
+    section, so ``make bench`` and ``warmrag bench`` fail loudly instead of reporting."""
+    for failure in outcome.failed:
+        print(
+            f"python -m bench: section {failure.section} failed: {failure.error}", file=sys.stderr
+        )
+    if outcome.interrupted_in:
+        print(f"python -m bench: interrupted in {outcome.interrupted_in}", file=sys.stderr)
+        return 130  # as a shell reports a process ended by SIGINT
+    if outcome.failed:
+        names = ", ".join(f.section for f in outcome.failed)
+        print(f"python -m bench: failed section(s): {names}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: list[str] | None = None) -> None:
-    out = run(parse_args(argv))
-    print(f"\nreport: {out / 'report.md'}")
+    outcome = run(parse_args(argv))
+    print(f"\nreport: {outcome.out / 'report.md'}")
+    status = exit_status(outcome)
+    if status:
+        raise SystemExit(status)
 
 
 if __name__ == "__main__":

@@ -55,12 +55,13 @@ def render_markdown(results: dict[str, Any], targets: Sequence[Target]) -> str:
         "# warmrag benchmark report",
         "",
         f"Run {meta.get('started', '?')} ({'quick' if meta.get('quick') else 'full'}"
-        f"{', interrupted: partial results' if meta.get('interrupted') else ''}), "
+        f"{_run_state(meta)}), "
         f"{meta.get('duration_s', 0) / 60:.1f} min on {meta.get('machine', '?')}"
         + (f", commit {meta['commit']}." if meta.get("commit") else "."),
         f"Workload: {meta.get('corpus', '?')}. Command: `{meta.get('command', 'make bench')}`"
         + (f" (arguments: `{meta['argv']}`)." if meta.get("argv") else "."),
         "",
+        *_failures_markdown(meta),
         "## Targets",
         "",
     ]
@@ -91,6 +92,29 @@ def render_markdown(results: dict[str, Any], targets: Sequence[Target]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _run_state(meta: dict[str, Any]) -> str:
+    """The run line's note on what is missing: failed sections, or a Ctrl-C."""
+    failed = [f["section"] for f in meta.get("failed_sections", [])]
+    state = f", failed: {', '.join(failed)}" if failed else ""
+    if meta.get("interrupted"):
+        where = meta.get("interrupted_in")
+        state += f", interrupted{f' in {where}' if where else ''}"
+    return state + (": partial results" if state else "")
+
+
+def _failures_markdown(meta: dict[str, Any]) -> list[str]:
+    """Each failed section with its error (the traceback is in results.json); a run saved
+    before sections were recorded one by one has a single ``error``."""
+    failed = meta.get("failed_sections", [])
+    if not failed and not meta.get("error"):
+        return []
+    lines = ["## Failed sections", ""]
+    lines += [f"- **{f['section']}**: `{f['error']}`" for f in failed]
+    if meta.get("error"):
+        lines.append(f"- `{meta['error']}`")
+    return [*lines, ""]
 
 
 def _main_markdown(results: dict[str, Any]) -> list[str]:
@@ -198,8 +222,11 @@ def _scale_markdown(scale: dict[str, Any]) -> list[str]:
         "",
     ]
     lines += _table(
-        ["chunks", "retrieval p50 ms", "p95"],
-        [[r["chunks"], f"{r['p50_ms']:.1f}", f"{r['p95_ms']:.1f}"] for r in scale["retrieval"]],
+        ["chunks", "retrieval p50 ms", "p95", "top-1 own town"],
+        [
+            [r["chunks"], f"{r['p50_ms']:.1f}", f"{r['p95_ms']:.1f}", _share(r)]
+            for r in scale["retrieval"]
+        ],
     )
     lines += _table(
         ["triples", "subgraph p50 ms", "p99"],
@@ -234,3 +261,9 @@ def _scale_markdown(scale: dict[str, Any]) -> list[str]:
         ],
     )
     return lines
+
+
+def _share(row: dict[str, Any]) -> str:
+    """Top-1 own-town share of a retrieval row (runs from before it was recorded have none)."""
+    share = row.get("top1_own_town_share")
+    return "-" if share is None else f"{share:.0%}"
