@@ -336,9 +336,11 @@ def ask(
     for triple in result.triples:
         out.print("triple  " + " | ".join(triple), markup=False)
     cache, timings = result.cache, result.timings
-    warm_state = {"hit": "warm hit", "evicted": "warm prefix evicted"}.get(
-        cache.warm_state.value, "cold"
-    )
+    warm_state = {
+        "hit": "warm hit",
+        "partial": "partly warm",
+        "evicted": "warm prefix evicted",
+    }.get(cache.warm_state.value, "cold")
     out.print(
         f"cache   {warm_state}: {cache.cached_tokens} of {cache.prompt_tokens} prompt tokens "
         f"cached; first token after {timings.ttft_ms:.0f} ms"

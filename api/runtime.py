@@ -32,7 +32,7 @@ from rag.llm import LLMEngine
 from rag.metrics import ServiceMetrics
 from rag.model import ensure_chat_model
 from rag.models import ChangeSet
-from rag.prompt import PromptBuilder
+from rag.prompt import PromptBuilder, PromptShape
 from rag.retriever import Retriever
 from rag.routing import ReplicaPool
 from rag.sample import load_sample_documents
@@ -196,6 +196,12 @@ class Runtime:
             self.metrics,
             top_k=s.top_k,
             context_window=s.vllm_max_model_len,
+            prompt_shape=PromptShape(
+                passages=s.top_k,
+                passage_wordpieces=max(s.chunk_tokens, s.passage_window_tokens),
+                triples=s.kg_max_triples,
+            ),
+            answer_tokens=s.max_tokens,
             memo=self.memo,
         )
 

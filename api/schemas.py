@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from rag.models import CleanText, DocumentIn, Passage, WarmState, duplicate_ids
+from warmup.models import DeclineReason
 from warmup.reports import CycleReport
 
 MAX_QUESTION_CHARS = 2000
@@ -260,6 +261,11 @@ class RegistryEntryOut(BaseModel):
     fingerprint: str
     ttl_s: float
     hits: int
+    partial: bool = Field(
+        False,
+        description="Longer than the per-entry share: only its first prefix_tokens of "
+        "context_tokens are warm",
+    )
     residency: Literal["warm", "evicted", "failover"] = Field(
         description="warm, or why it waits for a re-warm: evicted (vLLM dropped some of "
         "its blocks) or failover (its replica went down)"
@@ -275,6 +281,14 @@ class RegistryResponse(BaseModel):
     warm_requests_sent: int
     jobs: list[JobOut]
     last_report: CycleReport | None
+    declined: dict[DeclineReason, int] = Field(
+        default_factory=dict,
+        description="Contexts warmup did not warm since start, by reason (over_budget, "
+        "kv_full, no_budget, no_full_block)",
+    )
+    truncated: int = Field(
+        0, description="Contexts since start warmed only up to the per-entry share."
+    )
 
 
 # ----- health --------------------------------------------------------------------------

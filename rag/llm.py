@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import httpx
@@ -30,6 +30,8 @@ class Usage:
     #: The replica that served the request, where a pool of vLLM servers chose one
     #: (``rag.routing.ReplicaPool`` fills it in; one server leaves it ``None``).
     replica: str | None = None
+    #: A prefill cut to ``max_prompt_tokens``: the whole prefix's tokens (None: not cut).
+    uncut_tokens: int | None = None
     #: Whether vLLM sent ``prompt_tokens_details`` at all (off without
     #: ``--enable-prompt-tokens-details``: then ``cached_tokens`` says nothing).
     cached_reported: bool = True
@@ -82,6 +84,12 @@ def _usage(raw: dict[str, Any] | None) -> Usage:
     )
 
 
+def _usage_of(answer: dict[str, Any] | None) -> Usage:
+    """The ``usage`` of a non-streamed answer."""
+    raw = answer.get("usage") if answer else None
+    return _usage(raw if isinstance(raw, dict) else None)
+
+
 class LLMEngine(Protocol):
     """What warmrag needs of a vLLM server (chat, warmup, readiness)."""
 
@@ -91,8 +99,11 @@ class LLMEngine(Protocol):
         """Yield text deltas as they are generated, then one ``Usage``."""
         ...
 
-    async def prefill(self, messages: Sequence[Message]) -> Usage:
-        """Compute and cache the KV blocks of a prompt prefix."""
+    async def prefill(
+        self, messages: Sequence[Message], *, max_prompt_tokens: int | None = None
+    ) -> Usage:
+        """Compute and cache the KV blocks of a prompt prefix; ``max_prompt_tokens``:
+        only its first tokens (a prefix longer than warmup's per-entry share)."""
         ...
 
     async def cache_config(self) -> CacheConfig: ...
@@ -166,23 +177,54 @@ class VLLMClient:
             # The connection closed before vLLM said it was finished (a crash mid-answer).
             raise LLMUnavailableError("vLLM's stream ended before [DONE]")
 
-    async def prefill(self, messages: Sequence[Message]) -> Usage:
+    async def prefill(
+        self, messages: Sequence[Message], *, max_prompt_tokens: int | None = None
+    ) -> Usage:
         """Compute and cache the KV blocks of ``messages`` (a prompt prefix).
 
         The chat template is applied without a generation prompt, so the tokens
-        are an exact prefix of any chat that continues these messages.
+        are an exact prefix of any chat that continues these messages. With
+        ``max_prompt_tokens``, a longer prefix is cut to its first tokens: vLLM
+        caches by block, so the leading blocks of a cut prefix are the same blocks a
+        chat on the whole prefix reuses. vLLM's chat route cannot cut a prompt at
+        its end (``truncate_prompt_tokens`` keeps the last tokens), so a cut prefix
+        is counted by ``/tokenize`` and sent to ``/v1/completions`` as token ids.
         """
+        if max_prompt_tokens is not None:
+            ids = await self._tokenize(messages)
+            if len(ids) > max_prompt_tokens:
+                body = {
+                    "model": self.model,
+                    "prompt": ids[:max_prompt_tokens],
+                    "max_tokens": 1,
+                    "temperature": 0.0,
+                }
+                usage = _usage_of(await self._post_json("/v1/completions", body, "a cut prefill"))
+                return replace(usage, uncut_tokens=len(ids))
         body = self._chat_body(messages, max_tokens=1, temperature=0.0, add_generation_prompt=False)
+        return _usage_of(await self._post_json("/v1/chat/completions", body, "a prefill"))
+
+    async def _tokenize(self, messages: Sequence[Message]) -> list[int]:
+        """The token ids of ``messages`` rendered as a prefix (no generation prompt)."""
+        body = self._chat_body(messages, add_generation_prompt=False)
+        answer = await self._post_json("/tokenize", body, "a tokenize request")
+        tokens = answer.get("tokens") if answer else None
+        if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
+            raise LLMBadResponseError("vLLM's /tokenize answer has no token ids")
+        return tokens
+
+    async def _post_json(self, path: str, body: dict[str, Any], what: str) -> dict[str, Any] | None:
+        """POST ``body`` and return the JSON object answered (None: not an object)."""
         try:
-            resp = await self._http.post("/v1/chat/completions", json=body)
+            resp = await self._http.post(path, json=body)
         except httpx.HTTPError as exc:
             raise LLMUnavailableError(f"vLLM at {self.base_url} is unreachable: {exc!r}") from exc
         await self._raise_for_status(resp)
         try:
-            body = resp.json()
+            answer = resp.json()
         except ValueError:
-            raise LLMBadResponseError("vLLM answered a prefill with non-JSON") from None
-        return _usage(body.get("usage") if isinstance(body, dict) else None)
+            raise LLMBadResponseError(f"vLLM answered {what} with non-JSON") from None
+        return answer if isinstance(answer, dict) else None
 
     async def _raise_for_status(self, resp: httpx.Response) -> None:
         if resp.status_code < 400:

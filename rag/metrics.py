@@ -81,6 +81,24 @@ class ServiceMetrics:
         self.warmup_hit_ratio = Gauge(
             "warmrag_warmup_hit_ratio", "warmup_hits / chats since start", registry=r
         )
+        self.warmup_partial_hits = Counter(
+            "warmrag_warmup_partial_hits",
+            "Chats on a partly warmed entry (a context longer than the per-entry share) "
+            "whose warmed part was all cached",
+            registry=r,
+        )
+        self.warmup_declined = Counter(
+            "warmrag_warmup_declined",
+            "Contexts warmup did not warm, by reason (over_budget, kv_full, no_budget, "
+            "no_full_block)",
+            ["reason"],
+            registry=r,
+        )
+        self.warmup_truncated = Counter(
+            "warmrag_warmup_truncated",
+            "Contexts longer than the per-entry share, warmed only as far as it allows",
+            registry=r,
+        )
         self.kv_cache_misses = Counter(
             "warmrag_kv_cache_miss",
             "Chats on a registered prefix that vLLM had (partly) evicted",

@@ -304,7 +304,10 @@ class WarmState(StrEnum):
     """How a chat's prefix stood against the warm registry."""
 
     HIT = "hit"  # registered, and vLLM served all its full blocks from cache
-    EVICTED = "evicted"  # registered, but vLLM had evicted (part of) it
+    # registered partly warm (longer than warmup's per-entry share): vLLM served the
+    # warmed part from cache, and computed the rest
+    PARTIAL = "partial"
+    EVICTED = "evicted"  # registered, but vLLM had evicted (part of) what was warmed
     COLD = "cold"  # not registered (or warmup is off)
 
 

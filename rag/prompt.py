@@ -88,6 +88,38 @@ def prefix_messages_of(messages: Sequence[Message]) -> Sequence[Message]:
     return messages[:n]
 
 
+#: Chat-model tokens per embedding word-piece (window budgets count word-pieces,
+#: prompts count the chat model's tokens), with a margin: on Git's documentation (46
+#: pages, 329 slices of 2,000 characters) SmolLM2 took 0.98 per MiniLM word-piece at
+#: the median, 1.16 at most; text further from English prose takes more.
+MODEL_TOKENS_PER_WORDPIECE = 1.5
+#: Chat-model tokens around each passage ("[n] (source: id)") and per triple line.
+PASSAGE_HEADER_TOKENS = 24
+TRIPLE_TOKENS = 32
+#: The instruction, the headings and the chat template's own tokens.
+FIXED_TOKENS = 96
+
+
+@dataclass(frozen=True)
+class PromptShape:
+    """What bounds the size of a prefix the builder renders: the chat path's settings.
+
+    Warmup sizes its per-entry share from it, so that any context a chat can
+    retrieve fits one entry (``warmup.budget.entry_share``)."""
+
+    passages: int  # top_k
+    passage_wordpieces: int  # a passage as shown: its window budget, or one chunk
+    triples: int  # kg_max_triples
+
+    def largest_prefix_tokens(self, block_size: int) -> int:
+        """The most chat-model tokens a prefix of this shape takes, padded to whole
+        ``block_size`` blocks as the aligner pads it."""
+        passage = self.passage_wordpieces * MODEL_TOKENS_PER_WORDPIECE + PASSAGE_HEADER_TOKENS
+        tokens = FIXED_TOKENS + self.passages * passage + self.triples * TRIPLE_TOKENS
+        block = max(1, block_size)
+        return -(-int(tokens) // block) * block
+
+
 class PromptBuilder:
     """Renders passages, triples and a question into chat messages."""
 

@@ -243,13 +243,16 @@ class ReplicaPool:
             self.router.served(fingerprint, route.replica)
             return
 
-    async def prefill(self, messages: Sequence[Message]) -> Usage:
+    async def prefill(
+        self, messages: Sequence[Message], *, max_prompt_tokens: int | None = None
+    ) -> Usage:
         """Prefill on the replica this prefix routes to; ``Usage.replica`` says which."""
         fingerprint = self.fingerprint(messages)
         route = self._first_route(fingerprint)
         while True:
             try:
-                usage = await self._engines[route.replica].prefill(messages)
+                engine = self._engines[route.replica]
+                usage = await engine.prefill(messages, max_prompt_tokens=max_prompt_tokens)
             except LLMUnavailableError as exc:
                 retry = self._failover(fingerprint, route, exc)
                 if retry is None:

@@ -126,12 +126,16 @@ class FakeEngine:
             await asyncio.sleep(0)
         yield replace(usage, completion_tokens=len(words))
 
-    async def prefill(self, messages: Sequence[Message]) -> Usage:
+    async def prefill(
+        self, messages: Sequence[Message], *, max_prompt_tokens: int | None = None
+    ) -> Usage:
         self._check_up()
-        tokens = tokens_of(messages, generation_prompt=False)
+        whole = tokens_of(messages, generation_prompt=False)
+        tokens = whole[:max_prompt_tokens]
         self.prefills.append(tokens)
         await asyncio.sleep(self.prefill_delay_s)
-        return self._run(tokens)
+        usage = self._run(tokens)
+        return replace(usage, uncut_tokens=len(whole)) if len(tokens) < len(whole) else usage
 
     async def cache_config(self) -> CacheConfig:
         self._check_up()

@@ -4,8 +4,15 @@ Seed 003's tiers, by the memory the KV cache lives in: under 4 GiB no warmup (th
 cache is needed for live requests), 4-16 GiB at most 30%, above 16 GiB at most 50%.
 On vLLM-CPU the KV-cache space plays the device's part. GPU vLLM does not report its
 KV memory (it sizes the cache from ``gpu_memory_utilization``); there the 30% tier
-applies, and the budget's ``reason`` says so. A single prefix may use at most a
-quarter of the context window.
+applies, and the budget's ``reason`` says so.
+
+A single entry may use at most ``per_entry_max_tokens``: the seed's quarter of the
+context window, raised to the largest prefix the prompt builder can produce for the
+chat path's settings (``rag.prompt.PromptShape``), never past what a chat can send.
+The quarter alone (1,024 tokens of a 4,096-token window) is smaller than what
+small-to-big windows give real documents: measured 1,166-1,557 tokens, and every one
+was dropped. The share is a budget rule, not a filter: a longer prefix is warmed as far
+as its share allows (``entry_tokens``), block-aligned, and counted as partly warm.
 """
 
 from __future__ import annotations
@@ -70,15 +77,34 @@ class WarmBudget:
         """Tokens of a prompt that sit in full KV blocks: the part a later request reuses."""
         return full_blocks(tokens, self.block_size)
 
+    def entry_tokens(self, tokens: int) -> int:
+        """Of a prefix of ``tokens``, what one entry may warm: all of it within the
+        per-entry share, else the longest block-aligned part that fits the share."""
+        if tokens <= self.per_entry_max_tokens:
+            return tokens
+        return self.full_blocks(self.per_entry_max_tokens)
+
     @classmethod
     def from_cache(
-        cls, cache: CacheConfig, context_window: int, share_override: float | None = None
+        cls,
+        cache: CacheConfig,
+        entry_max_tokens: int,
+        share_override: float | None = None,
     ) -> WarmBudget:
+        """``entry_max_tokens``: the per-entry share (``entry_share``)."""
         share, reason = _share_and_reason(cache, share_override)
         return cls(
             capacity_tokens=cache.capacity_tokens,
             share=share,
             block_size=cache.block_size,
-            per_entry_max_tokens=context_window // 4,
+            per_entry_max_tokens=entry_max_tokens,
             reason=reason,
         )
+
+
+def entry_share(context_window: int, largest_prefix_tokens: int, answer_tokens: int) -> int:
+    """The per-entry share: the seed's quarter of the context window, or the largest
+    prefix the prompt builder produces where that is more, never more than a chat can
+    send with room for its answer (``answer_tokens``)."""
+    room = max(0, context_window - answer_tokens)
+    return max(context_window // 4, min(largest_prefix_tokens, room))

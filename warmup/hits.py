@@ -9,6 +9,8 @@ its cache (``usage.prompt_tokens_details.cached_tokens``).
 
 from __future__ import annotations
 
+from rag.models import WarmState
+
 
 def full_blocks(tokens: int, block_size: int) -> int:
     """Tokens of a prompt that sit in full KV blocks: the part a later request reuses."""
@@ -19,3 +21,18 @@ def is_warm_hit(cached_tokens: int, warm_tokens: int) -> bool:
     """``warm_tokens``: the warm prefix's tokens in full blocks (``full_blocks``). A
     prefix with no full block cannot be served from cache, so it never hits."""
     return warm_tokens > 0 and cached_tokens >= warm_tokens
+
+
+def warm_state(cached_tokens: int, warmed_tokens: int, context_tokens: int) -> WarmState:
+    """How a chat on a registered prefix stood: ``warmed_tokens`` are the entry's warmed
+    tokens in full blocks, ``context_tokens`` the whole prefix's (more where the entry
+    was warmed only up to the per-entry share).
+
+    A hit needs the whole prefix's full blocks from cache; a partly warmed entry whose
+    warmed part came from cache is ``partial`` (honestly not a hit: the rest was
+    computed); anything less means vLLM evicted part of what was warmed."""
+    if is_warm_hit(cached_tokens, max(context_tokens, warmed_tokens)):
+        return WarmState.HIT
+    if is_warm_hit(cached_tokens, warmed_tokens):
+        return WarmState.PARTIAL
+    return WarmState.EVICTED

@@ -17,8 +17,8 @@ from warmup.budget import WarmBudget
 from warmup.context import ContextResolver
 from warmup.heat import Heat
 from warmup.jobs import JobQueue
-from warmup.models import RewarmReason
-from warmup.planner import Candidate, Incumbent, WarmupPlanner, estimate_tokens
+from warmup.models import DeclineReason, RewarmReason
+from warmup.planner import Candidate, Incumbent, WarmupPlanner, prefix_tokens
 from warmup.registry import Registry
 from warmup.reports import CycleReport
 from warmup.warmer import EntryWarmer
@@ -76,10 +76,15 @@ class HotWarmup:
         generation = self.context.generation
         candidates = await self._candidates(only)
         budget = self.budget()
+        if not budget.enabled:
+            report.decline(DeclineReason.NO_BUDGET, len(candidates))
+            return
         plan = self.planner.plan(
             candidates, budget, self.registry.warm_tokens(), self._incumbents(self.clock())
         )
-        report.skipped_over_budget += plan.skipped_over_budget
+        report.decline(DeclineReason.OVER_BUDGET, plan.skipped_over_budget)
+        report.decline(DeclineReason.NO_FULL_BLOCK, plan.skipped_no_full_block)
+        done = 0
         for step in plan.steps:
             for candidate in step:
                 await self.queue.checkpoint()
@@ -98,8 +103,10 @@ class HotWarmup:
                         continue
                 for key, kth in members:
                     self.registry.assign(key, fingerprint, kth)
+            done += len(step)
             if await self.warmer.kv_full():
                 report.stopped_by_kv_usage = True
+                report.decline(DeclineReason.KV_FULL, len(plan.candidates) - done)
                 break
 
     async def _still_current(
@@ -147,7 +154,7 @@ class HotWarmup:
                 keys=tuple(k for k, _, _ in members),
                 kth_scores=tuple(s for _, s, _ in members),
                 frequency=sum(h for _, _, h in members),
-                est_tokens=estimate_tokens(prefixes[fp]),
+                est_tokens=prefix_tokens(prefixes[fp]),
             )
             for fp, members in groups.items()
         ]
@@ -161,7 +168,7 @@ class HotWarmup:
     async def send_synthetic(self, report: CycleReport) -> None:
         """Send the batch of generic questions' prefixes (prefill only, nothing registered)."""
         if not self.budget().enabled:
-            report.skipped_over_budget += len(self.synthetic_queries)
+            report.decline(DeclineReason.NO_BUDGET, len(self.synthetic_queries))
             return
         for text in self.synthetic_queries:
             await self.queue.checkpoint()

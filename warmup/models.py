@@ -52,6 +52,16 @@ SYNTHETIC_QUERIES: tuple[str, ...] = (
 )
 
 
+class DeclineReason(StrEnum):
+    """Why warmup did not warm a context it was asked or planned to; the label of
+    ``warmrag_warmup_declined_total``, and the keys of a report's ``declined``."""
+
+    OVER_BUDGET = "over_budget"  # no room left in the warm budget, nothing colder to displace
+    KV_FULL = "kv_full"  # vLLM's KV usage passed the threshold: the rest waits
+    NO_BUDGET = "no_budget"  # the budget's share is 0 (KV memory under 4 GiB, or the setting)
+    NO_FULL_BLOCK = "no_full_block"  # shorter than one KV block: nothing could be reused
+
+
 class RewarmReason(StrEnum):
     """Why a prefix was (re)warmed; the label of ``warmrag_rewarm_total``."""
 
@@ -88,8 +98,13 @@ class WarmEntry(BaseModel):
     doc_ids: list[str]
     content_hashes: list[str]
     triples: list[list[str]]
-    prefix_tokens: int
-    cached_block_tokens: int = Field(description="Prefix tokens in full KV blocks: what can hit.")
+    prefix_tokens: int = Field(description="Tokens warmed: what the entry holds in the cache.")
+    cached_block_tokens: int = Field(description="Warmed tokens in full KV blocks: what can hit.")
+    context_tokens: int | None = Field(
+        None,
+        description="The whole prefix's tokens where it is longer than the per-entry share "
+        "and only its first prefix_tokens were warmed (None: all of it was warmed).",
+    )
     warmed_at: float
     expires_at: float
     hits: int = 0
@@ -98,3 +113,13 @@ class WarmEntry(BaseModel):
     replica: str | None = Field(
         None, description="The vLLM replica that holds it (None: a single vLLM server)."
     )
+
+    @property
+    def partial(self) -> bool:
+        """Only the first part of the prefix was warmed (the per-entry share's limit)."""
+        return self.context_tokens is not None and self.context_tokens > self.prefix_tokens
+
+    @property
+    def warm_limit(self) -> int | None:
+        """The tokens a prefill of this entry sends: its warmed part where partial."""
+        return self.prefix_tokens if self.partial else None

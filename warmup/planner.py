@@ -27,6 +27,11 @@ def estimate_tokens(prefix: PromptPrefix) -> int:
     return int(chars / CHARS_PER_TOKEN) + 8
 
 
+def prefix_tokens(prefix: PromptPrefix) -> int:
+    """A prefix's tokens: vLLM's count where the aligner took one, else an estimate."""
+    return prefix.tokens if prefix.tokens is not None else estimate_tokens(prefix)
+
+
 @dataclass(frozen=True)
 class Candidate:
     """A prefix worth warming: the queries that want it and how often they are asked."""
@@ -51,7 +56,10 @@ class Incumbent:
 class Plan:
     steps: list[list[Candidate]]
     skipped_over_budget: int
-    skipped_too_large: int
+    #: Candidates shorter than one KV block: nothing of them could be reused.
+    skipped_no_full_block: int = 0
+    #: Chosen candidates longer than the per-entry share: warmed only that far.
+    truncated: int = 0
     # Per chosen candidate's fingerprint, the warm entries it displaces: retired only
     # when that candidate is warmed, so a cycle cut short never drops entries for
     # replacements it did not warm.
@@ -78,8 +86,9 @@ class WarmupPlanner:
 
     @staticmethod
     def value(candidate: Candidate, budget: WarmBudget) -> float:
-        saved = budget.full_blocks(candidate.est_tokens)
-        return candidate.frequency * saved / max(1, candidate.est_tokens)
+        """Decayed frequency × cached tokens a hit reuses, per token of budget."""
+        size = budget.entry_tokens(candidate.est_tokens)
+        return candidate.frequency * budget.full_blocks(size) / max(1, size)
 
     @staticmethod
     def incumbent_value(incumbent: Incumbent, budget: WarmBudget) -> float:
@@ -102,35 +111,37 @@ class WarmupPlanner:
         )
         chosen: list[Candidate] = []
         displaces: dict[str, tuple[str, ...]] = {}
-        over = too_large = 0
+        over = short = truncated = 0
         room = budget.max_tokens - used_tokens
         for candidate in ranked:
-            if candidate.est_tokens > budget.per_entry_max_tokens:
-                too_large += 1
+            # A context over the per-entry share takes only the share (block-aligned).
+            size = budget.entry_tokens(candidate.est_tokens)
+            if budget.full_blocks(size) == 0:
+                short += 1  # shorter than one KV block: nothing could be reused
                 continue
-            if budget.full_blocks(candidate.est_tokens) == 0:
-                continue  # shorter than one KV block: nothing could be reused
-            if candidate.est_tokens > room:
+            if size > room:
                 worth = self.value(candidate, budget)
                 victims, freed = [], 0
                 for incumbent in evictable:
-                    if room + freed >= candidate.est_tokens:
+                    if room + freed >= size:
                         break
                     if self.incumbent_value(incumbent, budget) >= worth:
                         break
                     victims.append(incumbent)
                     freed += incumbent.tokens
-                if room + freed < candidate.est_tokens:
+                if room + freed < size:
                     over += 1
                     continue
                 evictable = evictable[len(victims) :]
                 displaces[candidate.prefix.fingerprint] = tuple(v.fingerprint for v in victims)
                 room += freed
             chosen.append(candidate)
-            room -= candidate.est_tokens
+            truncated += size < candidate.est_tokens
+            room -= size
         return Plan(
             steps=split_steps(chosen, self.steps),
             skipped_over_budget=over,
-            skipped_too_large=too_large,
+            skipped_no_full_block=short,
+            truncated=truncated,
             displaces=displaces,
         )

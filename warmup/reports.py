@@ -12,10 +12,10 @@ from collections import deque
 from collections.abc import Callable
 from enum import StrEnum
 
-from pydantic import BaseModel, Field, PrivateAttr
+from pydantic import BaseModel, Field, PrivateAttr, computed_field
 
 from rag.llm import Usage
-from warmup.models import RewarmReason
+from warmup.models import DeclineReason, RewarmReason
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,16 @@ class CycleReport(BaseModel):
     prefill_tokens_by_reason: dict[str, int] = Field(default_factory=dict)
     warm_requests_by_reason: dict[str, int] = Field(default_factory=dict)
     stopped_by_kv_usage: bool = False
-    skipped_over_budget: int = 0
+    declined: dict[DeclineReason, int] = Field(
+        default_factory=dict,
+        description="Contexts this cycle did not warm, by reason (nothing is skipped silently).",
+    )
+    truncated: int = Field(
+        0, description="Contexts longer than the per-entry share, warmed only that far."
+    )
+    truncated_tokens: int = Field(
+        0, description="Prefix tokens those contexts left cold (past the per-entry share)."
+    )
     pruned: int = Field(0, description="Cold queries the sweep dropped from the query log.")
     detection_ms: float = 0.0
     total_ms: float = 0.0
@@ -70,9 +79,42 @@ class CycleReport(BaseModel):
         by_requests[reason.value] = by_requests.get(reason.value, 0) + 1
         return tokens
 
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def skipped_over_budget(self) -> int:
+        """Contexts over the warm budget (the ``over_budget`` and ``no_budget`` declines)."""
+        return self.declined.get(DeclineReason.OVER_BUDGET, 0) + self.declined.get(
+            DeclineReason.NO_BUDGET, 0
+        )
+
+    def decline(self, reason: DeclineReason, count: int = 1) -> None:
+        """Count ``count`` contexts not warmed, for ``reason``."""
+        if count > 0:
+            self.declined[reason] = self.declined.get(reason, 0) + count
+
+    def count_truncated(self, context_tokens: int, warmed_tokens: int) -> None:
+        """A context warmed only as far as the per-entry share allows."""
+        self.truncated += 1
+        self.truncated_tokens += max(0, context_tokens - warmed_tokens)
+
     @property
     def did_something(self) -> bool:
-        return bool(self.warm_requests or self.retired or self.affected or self.extended)
+        return bool(
+            self.warm_requests or self.retired or self.affected or self.extended or self.declined
+        )
+
+    def shortfall(self) -> str | None:
+        """One line on what this cycle declined or cut short (None: nothing)."""
+        parts = []
+        if self.declined:
+            counts = ", ".join(f"{n} {reason.value}" for reason, n in sorted(self.declined.items()))
+            parts.append(f"declined {counts}")
+        if self.truncated:
+            parts.append(
+                f"{self.truncated} warmed only up to the per-entry share "
+                f"({self.truncated_tokens} tokens left cold)"
+            )
+        return f"warmup {self.kind.value}: " + "; ".join(parts) if parts else None
 
 
 class ReportLog:
@@ -83,7 +125,7 @@ class ReportLog:
         self,
         clock: Callable[[], float],
         kb_version: Callable[[], int],
-        on_finish: Callable[[], None] = lambda: None,
+        on_finish: Callable[[CycleReport], None] = lambda report: None,
     ) -> None:
         self._clock = clock
         self._kb_version = kb_version
@@ -96,9 +138,11 @@ class ReportLog:
 
     def finish(self, report: CycleReport) -> CycleReport:
         report.total_ms = round((time.perf_counter() - report._perf_started) * 1000, 2)
-        self._on_finish()
+        self._on_finish(report)
         self.last = report
         if report.did_something:
             self.recent.append(report)
             log.info("warmup %s", report.model_dump())
+        if (shortfall := report.shortfall()) is not None:
+            log.warning("%s", shortfall)
         return report

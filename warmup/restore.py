@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from warmup.budget import WarmBudget
 from warmup.heat import Heat
 from warmup.jobs import JobQueue
-from warmup.models import RewarmReason, WarmEntry
+from warmup.models import DeclineReason, RewarmReason, WarmEntry
 from warmup.planner import split_steps
 from warmup.registry import Registry
 from warmup.reports import CycleReport
@@ -49,9 +49,11 @@ class Restorer:
                 keep.append(entry)
                 room -= entry.prefix_tokens
             else:
+                report.decline(DeclineReason.OVER_BUDGET, int(entry is not None))
                 self.warmer.retire(fingerprint, report)
         first, later = keep[: self.restore_max_entries], keep[self.restore_max_entries :]
         if not await self._prefill_steps(first, report):
+            report.decline(DeclineReason.KV_FULL, len(later))
             for entry in later:
                 self.warmer.retire(entry.fingerprint, report)
             return []
@@ -67,6 +69,7 @@ class Restorer:
             done += len(step)
             if await self.warmer.kv_full():
                 report.stopped_by_kv_usage = True
+                report.decline(DeclineReason.KV_FULL, len(entries) - done)
                 for rest in entries[done:]:
                     self.warmer.retire(rest.fingerprint, report)
                 return False
@@ -75,7 +78,7 @@ class Restorer:
     async def restore_later(self, fingerprints: list[str], report: CycleReport) -> None:
         """The entries past the start-up cap, one prefill at a time behind everything
         more urgent."""
-        for fingerprint in fingerprints:
+        for i, fingerprint in enumerate(fingerprints):
             await self.queue.checkpoint()
             entry = self.registry.entry(fingerprint)
             if entry is None or entry.warmed_at > self.started_at:
@@ -83,6 +86,7 @@ class Restorer:
             await self.warmer.rewarm(entry, RewarmReason.STARTUP, report)
             if await self.warmer.kv_full():
                 report.stopped_by_kv_usage = True
+                report.decline(DeclineReason.KV_FULL, len(fingerprints) - i - 1)
                 break
 
     def mark_evicted(self, fingerprint: str, reason: RewarmReason = RewarmReason.EVICTED) -> None:

@@ -32,18 +32,18 @@ from rag.context_memo import ContextMemo, kth_score
 from rag.llm import LLMEngine, Usage
 from rag.metrics import ServiceMetrics
 from rag.models import ChangeSet, WarmState
-from rag.prompt import PromptBuilder, PromptPrefix
+from rag.prompt import PromptBuilder, PromptPrefix, PromptShape
 from rag.query_text import normalize_query
 from rag.retriever import Retrieval, Retriever
-from warmup.budget import WarmBudget
+from warmup.budget import WarmBudget, entry_share
 from warmup.changes import ChangeHandler
 from warmup.context import ContextResolver
 from warmup.heat import Heat
-from warmup.hits import is_warm_hit
+from warmup.hits import warm_state
 from warmup.hot import HotWarmup
 from warmup.jobs import JobQueue, Priority
 from warmup.journal import Journal
-from warmup.models import RewarmReason
+from warmup.models import DeclineReason, RewarmReason
 from warmup.planner import WarmupPlanner
 from warmup.registry import Registry
 from warmup.reports import CycleKind, CycleReport, ReportLog
@@ -71,11 +71,15 @@ class WarmupService:
         *,
         top_k: int,
         context_window: int,
+        prompt_shape: PromptShape,
+        answer_tokens: int,
         memo: ContextMemo | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        """``top_k`` and ``context_window`` are the chat path's own settings: warmup
-        must retrieve what a chat retrieves, and size entries by the model's window.
+        """``top_k``, ``context_window``, ``prompt_shape`` and ``answer_tokens`` (a
+        chat's ``max_tokens``) are the chat path's own settings: warmup must retrieve
+        what a chat retrieves, and size entries by what the prompt builder produces
+        and the model's window holds.
         ``memo``: the contexts chats remember, shared so that each question is
         retrieved once for both (None: a memo of warmup's own)."""
         s = self.settings = settings
@@ -85,7 +89,12 @@ class WarmupService:
         self.metrics = metrics
         self.clock = clock  # tests move time by replacing it
         self.context_window = context_window
+        self.prompt_shape = prompt_shape
+        self.answer_tokens = answer_tokens
         self.budget: WarmBudget | None = None
+        #: What warmup declined or cut short since start, by reason (the registry view).
+        self.declined: dict[DeclineReason, int] = {}
+        self.truncated = 0
         self.registry = Registry(persist=self._persist)
         self.journal = Journal(store, self._snapshot)
         self.queue = JobQueue()
@@ -153,7 +162,7 @@ class WarmupService:
             max_rows=s.query_log_max_rows,
             clock=self._now,
         )
-        self._reports = ReportLog(self._now, lambda: retriever.kb.version, self._update_gauges)
+        self._reports = ReportLog(self._now, lambda: retriever.kb.version, self._finished)
 
     # ----- state ---------------------------------------------------------------------
 
@@ -196,14 +205,20 @@ class WarmupService:
         (changes left undetected, entries built from text it no longer holds), then
         re-warm the hottest entries."""
         cache = await self.llm.cache_config()
-        self.budget = WarmBudget.from_cache(cache, self.context_window, self.settings.budget_share)
+        entry_tokens = self.settings.entry_max_tokens or entry_share(
+            self.context_window,
+            self.prompt_shape.largest_prefix_tokens(cache.block_size),
+            self.answer_tokens,
+        )
+        self.budget = WarmBudget.from_cache(cache, entry_tokens, self.settings.budget_share)
         self.metrics.warm_budget_tokens.set(self.budget.max_tokens)
         self.metrics.cold_starts.inc()
         log.info(
-            "warm budget: %d of %d KV tokens (share %.0f%%), strategy %s",
+            "warm budget: %d of %d KV tokens (share %.0f%%), at most %d per entry, strategy %s",
             self.budget.max_tokens,
             self.budget.capacity_tokens,
             self.budget.share * 100,
+            self.budget.per_entry_max_tokens,
             self.settings.strategy.value,
         )
         await self._job(Priority.CHANGE, CycleKind.KB_CHANGE, self._catch_up)
@@ -247,9 +262,14 @@ class WarmupService:
             return WarmState.COLD
         self.registry.record_hit(entry.fingerprint, now)
         self.metrics.warmup_lookups.inc()
-        hit = is_warm_hit(usage.cached_tokens, entry.cached_block_tokens)
-        if hit:
+        context = entry.cached_block_tokens
+        if entry.partial and entry.context_tokens is not None and self.budget is not None:
+            context = self.budget.full_blocks(entry.context_tokens)
+        state = warm_state(usage.cached_tokens, entry.cached_block_tokens, context)
+        if state is WarmState.HIT:
             self.metrics.warmup_hits.inc()
+        elif state is WarmState.PARTIAL:
+            self.metrics.warmup_partial_hits.inc()
         else:
             # vLLM evicted (part of) the prefix under memory pressure: warm it again.
             self.metrics.kv_cache_misses.inc()
@@ -257,8 +277,8 @@ class WarmupService:
             self._spawn(Priority.URGENT, CycleKind.EVICTED, self.restorer.rewarm_evicted)
         if record.fingerprint != entry.fingerprint:
             self.registry.assign(key, entry.fingerprint, kth_score(retrieval))
-        self.metrics.record_chat(hit)
-        return WarmState.HIT if hit else WarmState.EVICTED
+        self.metrics.record_chat(state is WarmState.HIT)
+        return state
 
     def replica_down(self, replica: str) -> int:
         """The vLLM replica ``replica`` stopped answering: warm its entries again, hottest
@@ -376,6 +396,14 @@ class WarmupService:
         if self.budget is None:
             raise RuntimeError("warmup has not started (vLLM not reached yet)")
         return self.budget
+
+    def _finished(self, report: CycleReport) -> None:
+        """A job ended: count what it declined, and bring the gauges up to date."""
+        for reason, count in report.declined.items():
+            self.metrics.warmup_declined.labels(reason.value).inc(count)
+            self.declined[reason] = self.declined.get(reason, 0) + count
+        self.truncated += report.truncated
+        self._update_gauges()
 
     def _update_gauges(self) -> None:
         self.metrics.warm_entries.set(self.registry.entry_count())

@@ -40,6 +40,13 @@ class WarmupSettings(BaseModel):
     budget_share: float | None = Field(
         None, ge=0, le=1, description="Share of the KV cache for warm prefixes (default: tier)."
     )
+    entry_max_tokens: int | None = Field(
+        None,
+        ge=1,
+        description="Prefix tokens one entry may warm; a longer context is warmed that far "
+        "(default: the largest prefix the prompt builder produces, at least a quarter of the "
+        "context window).",
+    )
     document_queries: bool = Field(False, description="Warm a query derived from new documents.")
     detect_interval_s: float = Field(600.0, gt=0, description="Scheduled full re-check.")
     sweep_interval_s: float = Field(60.0, gt=0, description="TTL sweep.")

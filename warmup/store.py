@@ -296,7 +296,9 @@ def _put_query(db: sqlite3.Connection, record: QueryRecord, embedding: np.ndarra
 
 
 def _put_entry(db: sqlite3.Connection, entry: WarmEntry) -> None:
-    body = entry.model_dump(include={"messages", "content_hashes", "triples", "replica"})
+    body = entry.model_dump(
+        include={"messages", "content_hashes", "triples", "replica", "context_tokens"}
+    )
     db.execute(
         f"INSERT OR REPLACE INTO entries ({_ENTRY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (

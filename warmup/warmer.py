@@ -13,7 +13,8 @@ from rag.llm import LLMEngine, Usage
 from rag.metrics import ServiceMetrics
 from rag.prompt import PromptPrefix
 from warmup.budget import WarmBudget
-from warmup.models import RewarmReason, WarmEntry
+from warmup.models import DeclineReason, RewarmReason, WarmEntry
+from warmup.planner import prefix_tokens
 from warmup.registry import Registry
 from warmup.reports import CycleReport
 
@@ -60,13 +61,14 @@ class Warmer:
         #: Before this time, a prefill next to chats waits (for quiet, at most until then).
         self.next_busy_slot = -math.inf
 
-    async def warm(self, prefix: PromptPrefix) -> Usage:
+    async def warm(self, prefix: PromptPrefix, max_prompt_tokens: int | None = None) -> Usage:
+        """Prefill ``prefix`` (``max_prompt_tokens``: only its first tokens)."""
         async with self._slots:
             quiet = await self.activity.wait_idle(self.yield_timeout_s, self.quiet_s)
             if not quiet and (wait := self.next_busy_slot - self.clock()) > 0:
                 quiet = await self.activity.wait_idle(wait, self.quiet_s)
             started = self.clock()
-            usage = await self.llm.prefill(prefix.messages)
+            usage = await self.llm.prefill(prefix.messages, max_prompt_tokens=max_prompt_tokens)
             if not quiet:
                 took = self.clock() - started
                 self.next_busy_slot = self.clock() + took * (1 / self.busy_share - 1)
@@ -105,12 +107,22 @@ class EntryWarmer:
     async def warm(
         self, prefix: PromptPrefix, reason: RewarmReason, report: CycleReport
     ) -> WarmEntry | None:
-        """Prefill a new context and register it (None: the budget allows no warmup)."""
+        """Prefill a new context and register it (None: the budget allows no warmup).
+
+        A context longer than the per-entry share is warmed as far as the share
+        allows, block-aligned, and registered as partly warm (``context_tokens``)."""
         budget = self.budget()
         if not budget.enabled:
-            report.skipped_over_budget += 1
+            report.decline(DeclineReason.NO_BUDGET)
             return None
-        usage = await self.warmer.warm(prefix)
+        tokens = prefix_tokens(prefix)  # vLLM's count where aligned, else an estimate
+        limit = budget.entry_tokens(tokens)
+        usage = await self.warmer.warm(prefix, limit if limit < tokens else None)
+        # Cut or not is what vLLM says: an estimate may be off either way.
+        whole = usage.uncut_tokens
+        if whole is not None:
+            report.count_truncated(whole, usage.prompt_tokens)
+            self.metrics.warmup_truncated.inc()
         now = self.clock()
         old = self.registry.entry(prefix.fingerprint)
         entry = WarmEntry(
@@ -122,6 +134,7 @@ class EntryWarmer:
             triples=[list(t) for t in prefix.triples],
             prefix_tokens=usage.prompt_tokens,
             cached_block_tokens=budget.full_blocks(usage.prompt_tokens),
+            context_tokens=whole,
             warmed_at=now,
             expires_at=now + self.ttl_s,
             hits=old.hits if old else 0,
@@ -137,7 +150,7 @@ class EntryWarmer:
         prefix = PromptPrefix(
             messages=tuple(entry.messages), passages=(), triples=(), fingerprint=entry.fingerprint
         )
-        usage = await self.warmer.warm(prefix)
+        usage = await self.warmer.warm(prefix, entry.warm_limit)
         if (current := self.registry.entry(entry.fingerprint)) is not None:
             now = self.clock()
             self.registry.put_entry(

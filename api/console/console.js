@@ -212,7 +212,7 @@ function chatFacts(done) {
     el("span", {
       class: `badge ${state === "hit" ? "hit" : "cold"}`,
       "data-role": "warm",
-      text: state === "hit" ? "warm hit" : state === "evicted" ? "warm prefix evicted" : "cold",
+      text: { hit: "warm hit", partial: "partly warm", evicted: "warm prefix evicted" }[state] || "cold",
     }),
     el("span", {
       class: "badge",
@@ -462,6 +462,12 @@ async function loadRegistry() {
   $("registry-summary").textContent =
     `${count(reg.entries.length, "warm prefix", "warm prefixes")} · ${count(reg.warm_tokens, "token")}${budget} · ` +
     `${count(reg.pending_changes, "pending change")} · KB version ${reg.kb_version}`;
+  const declined = Object.entries(reg.declined || {}).map(([reason, n]) => `${number(n)} ${reason.replaceAll("_", " ")}`);
+  if (reg.truncated) declined.push(`${count(reg.truncated, "context")} warmed only up to the per-entry share`);
+  $("registry-declined").textContent = declined.length
+    ? `Not warmed since start: ${declined.join(" · ")}.`
+    : "Warmup has declined nothing since start.";
+  $("registry-declined").classList.toggle("warning", Object.keys(reg.declined || {}).length > 0);
   const rows = reg.entries
     .slice()
     .sort((a, b) => b.hits - a.hits || a.ttl_s - b.ttl_s)
@@ -472,7 +478,12 @@ async function loadRegistry() {
         { "data-fingerprint": e.fingerprint },
         el("td", {}, e.queries.length ? e.queries.map((q) => el("div", { text: q })) : el("span", { class: "muted", text: "–" })),
         el("td", { text: `${docs.join(", ")} (${count(e.chunk_ids.length, "chunk")})` }),
-        el("td", { class: "num", text: `${number(e.prefix_tokens)} (${number(e.cached_block_tokens)} in full blocks)` }),
+        el("td", {
+          class: "num",
+          text: e.partial
+            ? `${number(e.prefix_tokens)} of ${number(e.context_tokens)}, partly warm (${number(e.cached_block_tokens)} in full blocks)`
+            : `${number(e.prefix_tokens)} (${number(e.cached_block_tokens)} in full blocks)`,
+        }),
         el("td", { class: "num", text: duration(e.ttl_s) }),
         el("td", { class: "num", text: e.hits }),
         el("td", { text: e.replica ? `${e.residency} on ${e.replica}` : e.residency }),
@@ -480,6 +491,13 @@ async function loadRegistry() {
     });
   fill($("registry").tBodies[0], rows, "Nothing is warm yet.", 6);
   return reg;
+}
+
+function declinedText(reports) {
+  const totals = {};
+  for (const r of reports) for (const [reason, n] of Object.entries(r.declined || {})) totals[reason] = (totals[reason] || 0) + n;
+  const parts = Object.entries(totals).map(([reason, n]) => `${number(n)} ${reason.replaceAll("_", " ")}`);
+  return parts.length ? `; not warmed: ${parts.join(", ")}` : "";
 }
 
 async function runCycle() {
@@ -492,7 +510,9 @@ async function runCycle() {
     const kinds = reports.map((r) => r.kind).join(", ") || "nothing to do";
     $("cycle-result").textContent =
       `Cycle done (${kinds}): warmed ${sum("rewarmed")}, extended ${sum("extended")}, ` +
-      `retired ${sum("retired")}, ${number(sum("prefill_tokens"))} prefill tokens.`;
+      `retired ${sum("retired")}, ${number(sum("prefill_tokens"))} prefill tokens` +
+      (sum("truncated") ? `, ${sum("truncated")} warmed only up to the per-entry share` : "") +
+      declinedText(reports) + ".";
   } catch (e) {
     $("cycle-result").textContent = e.message;
   } finally {

@@ -42,6 +42,7 @@ async def registry(service: WarmupDep, kb: KBDep, scheduler: SchedulerDep) -> Re
     for entry in service.registry.entries():
         item = entry.model_dump(exclude={"messages"})
         item["ttl_s"] = round(entry.expires_at - now, 1)
+        item["partial"] = entry.partial
         pending = service.restorer.pending(entry.fingerprint)
         item["residency"] = pending.value if pending else "warm"
         entries.append(item)
@@ -56,6 +57,8 @@ async def registry(service: WarmupDep, kb: KBDep, scheduler: SchedulerDep) -> Re
             "warm_requests_sent": service.warmer.requests_sent,
             "jobs": scheduler.jobs() if scheduler else [],
             "last_report": service.last_report,
+            "declined": service.declined,
+            "truncated": service.truncated,
         }
     )
 

@@ -16,7 +16,7 @@ from rag.embedding import Embedder
 from rag.knowledge_base import KnowledgeBase
 from rag.metrics import ServiceMetrics
 from rag.models import ChangeSet, DocumentIn
-from rag.prompt import PromptBuilder
+from rag.prompt import PromptBuilder, PromptShape
 from rag.query_text import normalize_query
 from rag.retriever import Retriever
 from tests.fakes import FakeEngine, tokens_of
@@ -123,6 +123,8 @@ async def make_rig(
         metrics,
         top_k=3,
         context_window=4096,
+        prompt_shape=PromptShape(passages=3, passage_wordpieces=200, triples=3),
+        answer_tokens=8,
         clock=lambda: now[0],
     )
     chat.observer = service

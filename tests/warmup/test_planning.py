@@ -18,11 +18,11 @@ def test_seed_tiers() -> None:
     assert tier_share(4 * GIB) == 0.3
     assert tier_share(16 * GIB) == 0.3
     assert tier_share(17 * GIB) == 0.5
-    budget = WarmBudget.from_cache(CacheConfig(128, 1456, 4 * GIB), context_window=4096)
+    budget = WarmBudget.from_cache(CacheConfig(128, 1456, 4 * GIB), entry_max_tokens=1024)
     assert budget.capacity_tokens == 186_368 and budget.max_tokens == 55_910
     assert budget.per_entry_max_tokens == 1024
     assert budget.full_blocks(394) == 384
-    assert not WarmBudget.from_cache(CacheConfig(128, 728, 2 * GIB), 4096).enabled
+    assert not WarmBudget.from_cache(CacheConfig(128, 728, 2 * GIB), 1024).enabled
 
 
 def candidate(i: int, frequency: float, tokens: int) -> Candidate:
@@ -39,16 +39,19 @@ def test_planner_orders_by_value_and_cuts_at_the_budget() -> None:
         candidate(0, 1.0, 600),
         candidate(1, 5.0, 600),
         candidate(2, 3.0, 600),
-        candidate(3, 9.0, 2000),  # too large for one entry
+        candidate(3, 9.0, 2000),  # longer than one entry's share: warmed that far
         candidate(4, 9.0, 100),  # shorter than a block: nothing to reuse
         candidate(5, 2.0, 600),
         candidate(6, 4.0, 600),
     ]
     plan = WarmupPlanner(steps=3).plan(candidates, budget, used_tokens=900)
     chosen = [c.keys[0] for c in plan.candidates]
-    assert chosen == ["q1", "q6", "q2"]  # 2,100 tokens of room: three of 600
-    assert plan.skipped_too_large == 1 and plan.skipped_over_budget == 2
-    assert [len(step) for step in plan.steps] == [1, 1, 1]
+    # 2,100 tokens of room: q3 takes its share (1,024 of its 2,000), q1 600; the rest
+    # do not fit, and q4 (no full block) could not be reused.
+    assert chosen == ["q3", "q1"]
+    assert plan.truncated == 1
+    assert plan.skipped_over_budget == 4 and plan.skipped_no_full_block == 1
+    assert [len(step) for step in plan.steps] == [1, 1]
 
 
 def test_a_full_budget_gives_way_to_hotter_candidates_only() -> None:

@@ -1,0 +1,173 @@
+"""Warmup on real documents of realistic length, with the default settings, through the
+whole pipeline: real vLLM, the real embedding model, Qdrant, the knowledge graph and
+the HTTP app.
+
+Pages of Git's documentation (``tests/data/git-doc``: two in HTML, two in Markdown)
+make prefixes of 1,000-2,000 tokens, as small-to-big windows make them for any real
+knowledge base. Short made-up documents hid that warmup dropped every such context
+(a per-entry share of 1,024 tokens): each test here fails on that build.
+
+The tests share one ingested knowledge base and run in file order: the change test
+uses the entries the seed and hot tests warmed, and the restart test restarts the
+service last. Each question pair below retrieves the same passages and triples for
+both wordings (checked on this corpus), so the rewording can hit the first's prefix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rag.embedding import Embedder
+from rag.vllm_server import VLLMServer
+from tests.api.test_warmup import entry_for, reset_prefix_cache, seed
+from tests.conftest import Service, Services
+
+PAGES = Path(__file__).resolve().parent.parent / "data" / "git-doc"
+# An HTML page's question (seeded), and a Markdown page's (hot traffic).
+STASH_Q, STASH_REWORDED = "How do I list the stash entries?", "How can I list my stash entries?"
+TAG_Q, TAG_REWORDED = "How do I create an annotated tag?", "How can I make an annotated tag?"
+DROP_Q, DROP_REWORDED = "How do I drop a stash entry?", "How can I drop a single stash entry?"
+#: What the issue that brought these tests asks of a warm hit.
+MIN_CACHED_SHARE = 0.9
+#: A per-entry share smaller than these contexts: they are warmed only that far.
+SMALL_SHARE = 640
+
+
+@dataclass
+class Corpus:
+    """The module's service (replaced by a restart) on its ingested pages."""
+
+    services: Services
+    start: Any
+    service: Service
+
+
+def ingest_file(service: Service, path: Path, body: bytes | None = None) -> dict[str, Any]:
+    """Ingest a page as ``warmrag ingest`` does: by its suffix, its name as its id."""
+    resp = service.client.post(
+        "/admin/documents/files",
+        params={"path": path.name},
+        content=path.read_bytes() if body is None else body,
+        headers={**service.admin(), "content-type": "application/octet-stream"},
+    )
+    assert resp.status_code == 200, resp.text
+    return dict(resp.json())
+
+
+@pytest.fixture(scope="module")
+def corpus(
+    vllm: VLLMServer, embedder: Embedder, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Corpus]:
+    services = Services(embedder, tmp_path_factory.mktemp("real-docs") / "data")
+
+    def start(**overrides: Any) -> Service:
+        return services.start(vllm_url=vllm.url, **overrides)
+
+    service = start()
+    for page in sorted(PAGES.glob("git-*")):
+        assert ingest_file(service, page)["added"] == [page.name]
+    service.warmup_cycle()  # detection for the ingest, before the tests' own changes
+    try:
+        yield Corpus(services, start, service)
+    finally:
+        services.stop_all()
+
+
+def assert_warm_hit(body: dict[str, Any], entry: dict[str, Any]) -> None:
+    """A warm hit as the issue defines it: ``warm_hit``, and at least 90 % of the
+    prompt's tokens from vLLM's cache, on a 1,000-2,500-token context."""
+    cache = body["cache"]
+    assert 1000 <= entry["prefix_tokens"] <= 2500, entry
+    assert cache["warm_state"] == "hit" and cache["warm_hit"] is True, cache
+    assert cache["cached_tokens"] >= entry["cached_block_tokens"], cache
+    assert cache["cached_tokens"] >= MIN_CACHED_SHARE * cache["prompt_tokens"], cache
+
+
+def test_a_seeded_question_is_a_warm_hit_for_its_rewording(
+    corpus: Corpus, vllm: VLLMServer
+) -> None:
+    service = corpus.service
+    reset_prefix_cache(vllm)
+    report = seed(service, STASH_Q)
+    assert report["warm_requests"] == 1 and report["declined"] == {}, report
+    entry = entry_for(service, "how do i list the stash entries")
+    assert entry["doc_ids"] == ["git-stash.html"] and entry["context_tokens"] is None
+    assert_warm_hit(service.chat(STASH_REWORDED), entry)
+
+
+def test_hot_traffic_is_warmed(corpus: Corpus, vllm: VLLMServer) -> None:
+    service = corpus.service
+    asked = service.chat(TAG_Q)  # one sighting makes a question hot
+    assert asked["cache"]["warm_state"] == "cold"
+    reset_prefix_cache(vllm)  # what plain prefix caching kept is gone: warmup must do it
+    hot = next(r for r in service.warmup_cycle() if r["kind"] == "hot")
+    assert hot["warm_requests_by_reason"] == {"hot": 1} and hot["declined"] == {}, hot
+    entry = entry_for(service, "how do i create an annotated tag")
+    assert entry["doc_ids"] == ["git-tag.md"]
+    assert_warm_hit(service.chat(TAG_REWORDED), entry)
+
+
+def test_a_change_rewarms_exactly_the_changed_context(corpus: Corpus) -> None:
+    service = corpus.service
+    seed(service, STASH_Q, TAG_Q)  # warm already when run in order: no prefill
+    stash = entry_for(service, "how do i list the stash entries")
+    tag = entry_for(service, "how do i create an annotated tag")
+    passage = service.chat(TAG_Q)["passages"][0]["text"]
+    page = PAGES / "git-tag.md"
+    text = page.read_text()
+    sentence = passage.split(". ")[0]
+    assert sentence in text
+    edited = text.replace(sentence, sentence + " (as of this release)", 1)
+    assert ingest_file(service, page, edited.encode())["updated"] == ["git-tag.md"]
+
+    change = next(r for r in service.warmup_cycle() if r["kind"] == "kb_change")
+    assert change["rewarmed"] == 1 and change["warm_requests"] == 1, change
+    new_tag = entry_for(service, "how do i create an annotated tag")
+    assert new_tag["fingerprint"] != tag["fingerprint"]
+    assert (
+        entry_for(service, "how do i list the stash entries")["fingerprint"] == stash["fingerprint"]
+    )
+    fingerprints = {e["fingerprint"] for e in service.registry()["entries"]}
+    assert tag["fingerprint"] not in fingerprints
+    assert_warm_hit(service.chat(TAG_REWORDED), new_tag)
+
+
+def test_a_restart_restores_and_hits(corpus: Corpus, vllm: VLLMServer) -> None:
+    seed(corpus.service, STASH_Q)  # warm already when run in order: no prefill
+    before = entry_for(corpus.service, "how do i list the stash entries")
+    corpus.service.stop()
+    reset_prefix_cache(vllm)  # a restarted vLLM starts cold
+    # The restarted service has a per-entry share smaller than these contexts, for the
+    # next test; entries restored keep the size they were warmed at.
+    corpus.service = corpus.start(warmup_entry_max_tokens=SMALL_SHARE)  # once /ready is 200
+    restored = entry_for(corpus.service, "how do i list the stash entries")
+    assert restored["fingerprint"] == before["fingerprint"]
+    assert restored["warmed_at"] > before["warmed_at"]
+    reports = corpus.service.client.get("/admin/warmup/reports", headers=corpus.service.admin())
+    restore = next(r for r in reports.json() if r["kind"] == "restore")
+    assert restore["warm_requests"] >= 2 and restore["declined"] == {}, restore
+    assert_warm_hit(corpus.service.chat(STASH_REWORDED), restored)
+
+
+def test_a_context_longer_than_the_share_is_warmed_as_far_as_it_allows(
+    corpus: Corpus,
+) -> None:
+    """Only the first 640 tokens are warmed (a completion on the prefix's token ids):
+    vLLM serves exactly those blocks from cache for a chat on the whole prefix, and
+    the chat says ``partial``, not a hit."""
+    service = corpus.service
+    report = seed(service, DROP_Q)
+    assert report["truncated"] == 1 and report["warm_requests"] == 1, report
+    entry = entry_for(service, "how do i drop a stash entry")
+    assert entry["prefix_tokens"] == SMALL_SHARE and entry["context_tokens"] > SMALL_SHARE
+    cache = service.chat(DROP_REWORDED)["cache"]
+    assert cache["warm_state"] == "partial" and cache["warm_hit"] is False, cache
+    assert cache["cached_tokens"] == SMALL_SHARE, cache
+    metrics = service.client.get("/metrics").text
+    assert "warmrag_warmup_partial_hits_total 1.0" in metrics
+    assert "warmrag_warmup_truncated_total 1.0" in metrics
