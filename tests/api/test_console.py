@@ -126,3 +126,21 @@ def test_the_registry_says_which_entries_wait_for_a_rewarm(fake_service: Service
     warmup.restorer.mark_evicted(entry["fingerprint"])  # what a chat that found it evicted does
     (entry,) = fake_service.registry()["entries"]
     assert entry["residency"] == "evicted"
+
+
+def test_the_registry_counts_what_warmup_declined(
+    start_fake_service: Callable[..., tuple[Service, FakeEngine]],
+) -> None:
+    """A KV cache of 2 GiB gives warmup no budget (the seed's tiers): the seed query is
+    declined, and the registry view says so, by reason, next to no entry."""
+    service, _ = start_fake_service(FakeEngine(memory_bytes=2 << 30))
+    service.ingest(DOC)
+    resp = service.client.post(
+        "/admin/warmup/queries", json={"queries": [QUESTION]}, headers=service.admin()
+    )
+    assert resp.json()["declined"] == {"no_budget": 1}
+    registry = service.registry()
+    assert registry["entries"] == [] and registry["declined"] == {"no_budget": 1}
+    assert registry["truncated"] == 0
+    metrics = service.client.get("/metrics").text
+    assert 'warmrag_warmup_declined_total{reason="no_budget"} 1.0' in metrics

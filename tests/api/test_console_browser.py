@@ -166,6 +166,9 @@ def test_chat_streams_and_an_admin_ingests_warms_and_watches(
     registry = page.locator("#registry tbody")
     expect(registry).to_contain_text("ferry.md")
     expect(registry.locator("tr").first).to_contain_text("warm")
+    expect(page.locator("#registry-declined")).to_have_text(
+        "Warmup has declined nothing since start."
+    )
     console.shot("registry")
     page.click("#nav a[data-page='chat']")
     console.ask(QUESTION)

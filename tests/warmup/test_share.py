@@ -5,7 +5,6 @@ prefill is checked in ``tests/api/test_warmup_real_docs.py``."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from pathlib import Path
 
@@ -14,8 +13,8 @@ import pytest
 from rag.embedding import Embedder
 from rag.models import WarmState
 from tests.fakes import FakeEngine, tokens_of
-from tests.warmup.rig import DOCS, QUESTIONS, Rig, make_rig
-from tests.warmup.test_service import Scenario, run
+from tests.warmup.rig import QUESTIONS, Rig
+from tests.warmup.test_service import run
 from warmup.models import DeclineReason
 
 #: Smaller than every context of the rig's documents (about 60 fake tokens each).
@@ -68,21 +67,6 @@ def test_the_default_share_holds_the_largest_prefix_the_builder_makes(
     run(tmp_path, embedder, scenario)
 
 
-def declined_run(
-    tmp_path: Path, embedder: Embedder, scenario: Scenario, engine: FakeEngine, **settings: float
-) -> None:
-    async def main() -> None:
-        rig = await make_rig(tmp_path, embedder, engine, **settings)
-        try:
-            await rig.ingest(*DOCS)
-            await rig.service.flush()
-            await scenario(rig)
-        finally:
-            await rig.close()
-
-    asyncio.run(main())
-
-
 def test_a_budget_of_zero_declines_in_the_report_the_metrics_and_one_warning(
     tmp_path: Path, embedder: Embedder, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -101,7 +85,7 @@ def test_a_budget_of_zero_declines_in_the_report_the_metrics_and_one_warning(
         assert warnings == ["warmup seed: declined 2 no_budget"]
 
     # 2 GiB of KV memory: the seed's tier gives warmup nothing.
-    declined_run(tmp_path, embedder, scenario, FakeEngine(num_blocks=4096, memory_bytes=2 << 30))
+    run(tmp_path, embedder, scenario, engine=FakeEngine(num_blocks=4096, memory_bytes=2 << 30))
 
 
 def test_a_full_kv_cache_declines_the_rest_of_the_plan(tmp_path: Path, embedder: Embedder) -> None:
@@ -114,4 +98,4 @@ def test_a_full_kv_cache_declines_the_rest_of_the_plan(tmp_path: Path, embedder:
         assert report.declined == {DeclineReason.KV_FULL: 4}
 
     engine = FakeEngine(num_blocks=4096, kv_usage_override=0.95)
-    declined_run(tmp_path, embedder, scenario, engine)
+    run(tmp_path, embedder, scenario, engine=engine)

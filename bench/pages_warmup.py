@@ -1,0 +1,169 @@
+"""Warmup on real pages with the default settings: does it engage?
+
+Git's documentation as the 46 Markdown pages a team's documentation looks like
+(``bench.chunking_quality.pages_of``), ingested over HTTP. Small-to-big windows make
+their contexts 1,000-2,000 tokens, the size that a per-entry share of a quarter of
+the window (1,024 tokens) silently dropped. Two paths, each from an emptied cache:
+
+- **seed**: ``POST /admin/warmup/queries`` with questions, then each asked in another
+  spelling (same query key, so the same context);
+- **hot**: other questions asked once each (cold), the prefix cache emptied (what plain
+  caching kept is gone), one warm cycle, then each asked again in another spelling.
+
+A chat counts as warm when the service says ``warm_hit`` (``warmup.hits``); the cached
+share is vLLM's ``cached_tokens`` over the prompt's tokens.
+
+    python -m bench.pages_warmup [--questions 20] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.chunking_quality import pages_of
+from bench.harness import Service, bench_dir, reset_prefix_cache, service, vllm
+from bench.machine import this_machine
+from bench.real_corpus import ensure_package, load_sections
+from bench.workload import paraphrase
+
+
+@dataclass
+class PathResult:
+    """One warmup path (seed or hot) over its questions."""
+
+    questions: int
+    warm_requests: int = 0
+    entries: int = 0
+    warm_hits: int = 0
+    cached_share_mean: float = 0.0
+    prompt_tokens: list[int] = field(default_factory=list)
+    states: dict[str, int] = field(default_factory=dict)
+    declined: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def warm_share(self) -> float:
+        return self.warm_hits / self.questions if self.questions else 0.0
+
+
+@dataclass
+class PagesResult:
+    machine: str
+    pages: int
+    ingest_s: float
+    per_entry_max_tokens: int | None
+    seed: PathResult
+    hot: PathResult
+
+
+def _questions(count: int) -> tuple[list[str], list[str]]:
+    """Two disjoint sets of section questions, drawn with a fixed seed."""
+    asked = sorted({s.question for s in load_sections() if s.question})
+    chosen = random.Random(7).sample(asked, 2 * count)
+    return chosen[:count], chosen[count:]
+
+
+def _ask_again(svc: Service, questions: list[str], result: PathResult) -> None:
+    """Each question in another spelling: warm state, cached share, prompt size."""
+    rng = random.Random(3)
+    shares = []
+    for question in questions:
+        cache = svc.chat(paraphrase(question, rng))["cache"]
+        state = str(cache.get("warm_state", "cold"))
+        result.states[state] = result.states.get(state, 0) + 1
+        result.warm_hits += bool(cache["warm_hit"])
+        result.prompt_tokens.append(int(cache["prompt_tokens"]))
+        shares.append(cache["cached_tokens"] / max(1, cache["prompt_tokens"]))
+    result.cached_share_mean = round(statistics.fmean(shares), 3)
+
+
+def _add_declined(result: PathResult, report: dict[str, Any]) -> None:
+    for reason, count in (report.get("declined") or {}).items():
+        result.declined[reason] = result.declined.get(reason, 0) + int(count)
+
+
+def run(count: int, log: Any = print) -> PagesResult:
+    ensure_package()
+    pages = pages_of(load_sections())
+    seeded, hot_questions = _questions(count)
+    with (
+        vllm(enforce_eager=True, log=log) as url,
+        bench_dir() as folder,
+        service(url, folder / "data") as svc,
+    ):
+        started = time.perf_counter()
+        documents = [p.document().model_dump() for p in pages]
+        svc.ingest(documents, batch=8)
+        ingest_s = time.perf_counter() - started
+        log(f"ingested {len(pages)} pages in {ingest_s:.0f} s")
+        svc.post("/admin/warmup", {}, admin=True)  # the ingest's detection
+        budget = svc.get("/admin/warmup").get("budget") or {}
+
+        reset_prefix_cache(url)
+        seed = PathResult(questions=count)
+        report = svc.post("/admin/warmup/queries", {"queries": seeded}, admin=True)
+        seed.warm_requests = int(report["warm_requests"])
+        _add_declined(seed, report)
+        seed.entries = len(svc.get("/admin/warmup")["entries"])
+        _ask_again(svc, seeded, seed)
+        log(f"seed: {seed.warm_requests} warmed, {seed.warm_hits}/{count} warm hits")
+
+        hot = PathResult(questions=count)
+        for question in hot_questions:
+            svc.chat(question)
+        reset_prefix_cache(url)
+        entries_before = seed.entries
+        for report in svc.post("/admin/warmup", {}, admin=True):
+            hot.warm_requests += int(report["warm_requests"])
+            _add_declined(hot, report)
+        hot.entries = len(svc.get("/admin/warmup")["entries"]) - entries_before
+        _ask_again(svc, hot_questions, hot)
+        log(f"hot: {hot.warm_requests} warmed, {hot.warm_hits}/{count} warm hits")
+    return PagesResult(
+        machine=this_machine(enforce_eager=True).summary,
+        pages=len(pages),
+        ingest_s=round(ingest_s, 1),
+        per_entry_max_tokens=budget.get("per_entry_max_tokens"),
+        seed=seed,
+        hot=hot,
+    )
+
+
+def summary(result: PagesResult) -> str:
+    lines = [
+        f"{result.pages} pages, per-entry share {result.per_entry_max_tokens} tokens; "
+        f"{result.machine}",
+        "| path | warmed | entries | warm hits | cached share | prompt tokens p50 (max) "
+        "| states | declined |",
+        "|---|---:|---:|---:|---:|---:|---|---|",
+    ]
+    for name, path in (("seed", result.seed), ("hot", result.hot)):
+        tokens = path.prompt_tokens or [0]
+        lines.append(
+            f"| {name} | {path.warm_requests} | {path.entries} | {path.warm_hits}/"
+            f"{path.questions} ({path.warm_share:.0%}) | {path.cached_share_mean:.2f} | "
+            f"{statistics.median(tokens):.0f} ({max(tokens)}) | {path.states} | {path.declined} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--questions", type=int, default=20, help="per path (seed, hot)")
+    parser.add_argument("--out", type=Path, default=None, help="write results.json here")
+    args = parser.parse_args()
+    result = run(args.questions)
+    print(summary(result))
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "pages_warmup.json").write_text(json.dumps(asdict(result), indent=1))
+
+
+if __name__ == "__main__":
+    main()
