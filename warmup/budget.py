@@ -77,12 +77,16 @@ class WarmBudget:
         """Tokens of a prompt that sit in full KV blocks: the part a later request reuses."""
         return full_blocks(tokens, self.block_size)
 
+    @property
+    def entry_cap(self) -> int:
+        """The most one entry warms of a longer prefix: the longest block-aligned part
+        within the per-entry share."""
+        return self.full_blocks(self.per_entry_max_tokens)
+
     def entry_tokens(self, tokens: int) -> int:
         """Of a prefix of ``tokens``, what one entry may warm: all of it within the
-        per-entry share, else the longest block-aligned part that fits the share."""
-        if tokens <= self.per_entry_max_tokens:
-            return tokens
-        return self.full_blocks(self.per_entry_max_tokens)
+        per-entry share, else ``entry_cap``."""
+        return tokens if tokens <= self.per_entry_max_tokens else self.entry_cap
 
     @classmethod
     def from_cache(

@@ -14,7 +14,6 @@ from rag.metrics import ServiceMetrics
 from rag.prompt import PromptPrefix
 from warmup.budget import WarmBudget
 from warmup.models import DeclineReason, RewarmReason, WarmEntry
-from warmup.planner import prefix_tokens
 from warmup.registry import Registry
 from warmup.reports import CycleReport
 
@@ -115,11 +114,11 @@ class EntryWarmer:
         if not budget.enabled:
             report.decline(DeclineReason.NO_BUDGET)
             return None
-        tokens = prefix_tokens(prefix)  # vLLM's count where aligned, else an estimate
-        limit = budget.entry_tokens(tokens)
-        usage = await self.warmer.warm(prefix, limit if limit < tokens else None)
-        # Cut or not is what vLLM says: an estimate may be off either way.
-        whole = usage.uncut_tokens
+        # Known to fit (the aligner counted it): sent whole. Longer, or not counted:
+        # sent with the cap, and the engine cuts it only where it is longer.
+        fits = prefix.tokens is not None and prefix.tokens <= budget.per_entry_max_tokens
+        usage = await self.warmer.warm(prefix, None if fits else budget.entry_cap)
+        whole = usage.uncut_tokens  # the engine's count: set only where it cut
         if whole is not None:
             report.count_truncated(whole, usage.prompt_tokens)
             self.metrics.warmup_truncated.inc()
