@@ -44,6 +44,8 @@ def test_the_environment_sets_the_nested_field(
         raw, expected = '["Why?", "How?"]', ("Why?", "How?")
     elif name == "budget_share":
         raw, expected = "0.2", 0.2
+    elif name == "entry_max_tokens":
+        raw, expected = "1536", 1536
     else:
         assert annotation in SAMPLES, (name, annotation)
         raw, expected = SAMPLES[annotation]

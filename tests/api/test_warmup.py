@@ -77,36 +77,6 @@ def warm_service(service: Service, vllm: VLLMServer) -> Service:
     return service
 
 
-def test_seed_query_makes_a_paraphrase_hit(warm_service: Service) -> None:
-    report = seed(warm_service, ZORN_Q)
-    assert report["warm_requests"] == 1 and report["rewarmed"] == 1
-    entry = entry_for(warm_service, "what colour is the river zorn")
-    assert "zorn" in entry["doc_ids"]
-    assert entry["ttl_s"] > 0
-    body = warm_service.chat("what colour is the RIVER Zorn ??")
-    assert_warm_hit(body, entry)
-    assert entry_for(warm_service, "what colour is the river zorn")["hits"] == 1
-    metrics = warm_service.client.get("/metrics").text
-    assert "warmrag_warmup_hit_ratio 1.0" in metrics
-    assert 'warmrag_rewarm_total{reason="seed"} 1.0' in metrics
-
-
-def test_updating_a_passage_rewarms_the_new_prefix(warm_service: Service) -> None:
-    seed(warm_service, ZORN_Q)
-    old = entry_for(warm_service, "what colour is the river zorn")
-    sent = warm_service.registry()["warm_requests_sent"]
-    warm_service.ingest(ZORN_BLUE)
-    report = warm_service.warmup_cycle()[0]
-    assert report["kind"] == "kb_change" and report["affected"] >= 1
-    new = entry_for(warm_service, "what colour is the river zorn")
-    assert new["fingerprint"] != old["fingerprint"]
-    assert old["fingerprint"] not in {e["fingerprint"] for e in warm_service.registry()["entries"]}
-    assert warm_service.registry()["warm_requests_sent"] >= sent + 1
-    body = warm_service.chat(ZORN_Q)
-    assert any("blue" in p["text"] for p in body["passages"])
-    assert_warm_hit(body, new)
-
-
 def test_unrelated_ingest_extends_ttls_and_sends_no_prefill(warm_service: Service) -> None:
     seed(warm_service, ZORN_Q, "How many moons does Mars have?")
     before = {e["fingerprint"]: e["expires_at"] for e in warm_service.registry()["entries"]}
@@ -328,26 +298,6 @@ def test_eviction_is_noticed_and_rewarmed(warm_service: Service, vllm: VLLMServe
         assert time.monotonic() < deadline, "the evicted entry was not re-warmed"
         time.sleep(0.1)
     assert_warm_hit(warm_service.chat(ZORN_Q), entry)
-
-
-def test_restart_restores_the_registry_and_rewarms_before_ready(
-    start_service: ServiceFactory, vllm: VLLMServer
-) -> None:
-    first = start_service()
-    first.ingest(*DOCS)
-    seed(first, ZORN_Q)
-    entry = entry_for(first, "what colour is the river zorn")
-    first.stop()
-    reset_prefix_cache(vllm)  # a restarted vLLM starts cold
-
-    second = start_service()  # returns once /ready is 200
-    restored = entry_for(second, "what colour is the river zorn")
-    assert restored["fingerprint"] == entry["fingerprint"]
-    assert restored["warmed_at"] > entry["warmed_at"]
-    metrics = second.client.get("/metrics").text
-    assert 'warmrag_rewarm_total{reason="startup"} 1.0' in metrics
-    assert "warmrag_cold_start_total 1.0" in metrics
-    assert_warm_hit(second.chat(ZORN_Q), restored)
 
 
 def test_entries_past_the_start_up_cap_are_rewarmed_after_ready(

@@ -2,7 +2,7 @@
 whole pipeline: real vLLM, the real embedding model, Qdrant, the knowledge graph and
 the HTTP app.
 
-Pages of Git's documentation (``tests/data/git-doc``: two in HTML, two in Markdown)
+Pages of Git's documentation (``tests/data/git-doc``: one in HTML, two in Markdown)
 make prefixes of 1,000-2,000 tokens, as small-to-big windows make them for any real
 knowledge base. Short made-up documents hid that warmup dropped every such context
 (a per-entry share of 1,024 tokens): each test here fails on that build.
@@ -97,7 +97,12 @@ def test_a_seeded_question_is_a_warm_hit_for_its_rewording(
     assert report["warm_requests"] == 1 and report["declined"] == {}, report
     entry = entry_for(service, "how do i list the stash entries")
     assert entry["doc_ids"] == ["git-stash.html"] and entry["context_tokens"] is None
+    assert entry["ttl_s"] > 0 and entry["partial"] is False
     assert_warm_hit(service.chat(STASH_REWORDED), entry)
+    assert entry_for(service, "how do i list the stash entries")["hits"] == 1
+    metrics = service.client.get("/metrics").text
+    assert "warmrag_warmup_hit_ratio 1.0" in metrics
+    assert 'warmrag_rewarm_total{reason="seed"} 1.0' in metrics
 
 
 def test_hot_traffic_is_warmed(corpus: Corpus, vllm: VLLMServer) -> None:
@@ -134,7 +139,9 @@ def test_a_change_rewarms_exactly_the_changed_context(corpus: Corpus) -> None:
     )
     fingerprints = {e["fingerprint"] for e in service.registry()["entries"]}
     assert tag["fingerprint"] not in fingerprints
-    assert_warm_hit(service.chat(TAG_REWORDED), new_tag)
+    body = service.chat(TAG_REWORDED)
+    assert any("(as of this release)" in p["text"] for p in body["passages"])
+    assert_warm_hit(body, new_tag)
 
 
 def test_a_restart_restores_and_hits(corpus: Corpus, vllm: VLLMServer) -> None:
@@ -151,6 +158,9 @@ def test_a_restart_restores_and_hits(corpus: Corpus, vllm: VLLMServer) -> None:
     reports = corpus.service.client.get("/admin/warmup/reports", headers=corpus.service.admin())
     restore = next(r for r in reports.json() if r["kind"] == "restore")
     assert restore["warm_requests"] >= 2 and restore["declined"] == {}, restore
+    metrics = corpus.service.client.get("/metrics").text
+    assert f'warmrag_rewarm_total{{reason="startup"}} {restore["warm_requests"]}.0' in metrics
+    assert "warmrag_cold_start_total 1.0" in metrics
     assert_warm_hit(corpus.service.chat(STASH_REWORDED), restored)
 
 
