@@ -7,6 +7,7 @@ one, and tests put a fake engine (prefix blocks, evictions, failures) behind it.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
@@ -20,6 +21,8 @@ from rag.llm_errors import LLMTimeoutError as LLMTimeoutError
 from rag.llm_errors import LLMUnavailableError as LLMUnavailableError
 from rag.prompt import Message
 from rag.vllm_metrics import VLLMMetrics, parse_vllm_metrics
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,10 @@ def _usage(raw: dict[str, Any] | None) -> Usage:
     )
 
 
+#: ``VLLMClient._post_json``'s answer for a route the server does not have.
+_ABSENT: dict[str, Any] = {}
+
+
 def _usage_of(answer: dict[str, Any] | None) -> Usage:
     """The ``usage`` of a non-streamed answer."""
     raw = answer.get("usage") if answer else None
@@ -128,6 +135,7 @@ class VLLMClient:
         # streams must not make /ready (or the warm budget's KV reading) hang too.
         self._probe = httpx.AsyncClient(base_url=self.base_url, timeout=5.0)
         self._cache_config: CacheConfig | None = None
+        self._no_tokenize = False  # the server answered /tokenize with 404
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -190,9 +198,9 @@ class VLLMClient:
         its end (``truncate_prompt_tokens`` keeps the last tokens), so a cut prefix
         is counted by ``/tokenize`` and sent to ``/v1/completions`` as token ids.
         """
-        if max_prompt_tokens is not None:
+        if max_prompt_tokens is not None and not self._no_tokenize:
             ids = await self._tokenize(messages)
-            if len(ids) > max_prompt_tokens:
+            if ids is not None and len(ids) > max_prompt_tokens:
                 body = {
                     "model": self.model,
                     "prompt": ids[:max_prompt_tokens],
@@ -204,21 +212,33 @@ class VLLMClient:
         body = self._chat_body(messages, max_tokens=1, temperature=0.0, add_generation_prompt=False)
         return _usage_of(await self._post_json("/v1/chat/completions", body, "a prefill"))
 
-    async def _tokenize(self, messages: Sequence[Message]) -> list[int]:
-        """The token ids of ``messages`` rendered as a prefix (no generation prompt)."""
+    async def _tokenize(self, messages: Sequence[Message]) -> list[int] | None:
+        """The token ids of ``messages`` rendered as a prefix (no generation prompt).
+
+        None where the server has no ``/tokenize`` (asked once): a prefix then cannot
+        be cut, and is prefilled whole, as the aligner leaves it unaligned."""
         body = self._chat_body(messages, add_generation_prompt=False)
-        answer = await self._post_json("/tokenize", body, "a tokenize request")
+        answer = await self._post_json("/tokenize", body, "a tokenize request", absent_ok=True)
+        if answer is _ABSENT:
+            self._no_tokenize = True
+            log.warning("vLLM at %s has no /tokenize: prefixes are warmed whole", self.base_url)
+            return None
         tokens = answer.get("tokens") if answer else None
         if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
             raise LLMBadResponseError("vLLM's /tokenize answer has no token ids")
         return tokens
 
-    async def _post_json(self, path: str, body: dict[str, Any], what: str) -> dict[str, Any] | None:
-        """POST ``body`` and return the JSON object answered (None: not an object)."""
+    async def _post_json(
+        self, path: str, body: dict[str, Any], what: str, *, absent_ok: bool = False
+    ) -> dict[str, Any] | None:
+        """POST ``body`` and return the JSON object answered (None: not an object;
+        ``_ABSENT`` for a 404 where ``absent_ok``: the server has no such route)."""
         try:
             resp = await self._http.post(path, json=body)
         except httpx.HTTPError as exc:
             raise LLMUnavailableError(f"vLLM at {self.base_url} is unreachable: {exc!r}") from exc
+        if absent_ok and resp.status_code == 404:
+            return _ABSENT
         await self._raise_for_status(resp)
         try:
             answer = resp.json()
