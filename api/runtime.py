@@ -40,6 +40,7 @@ from rag.vllm_probe import VLLMSetupError
 from rag.vllm_server import VLLMNotInstalledError, VLLMServer, require_vllm_cpu
 from rag.vllm_supervisor import VLLMSupervisor
 from rag.windows import PassageWindows
+from warmup.budget import ChatShape
 from warmup.scheduler import WarmupScheduler
 from warmup.service import WarmupService
 from warmup.store import WarmupStore
@@ -195,13 +196,15 @@ class Runtime:
             warmer,
             self.metrics,
             top_k=s.top_k,
-            context_window=s.vllm_max_model_len,
-            prompt_shape=PromptShape(
-                passages=s.top_k,
-                passage_wordpieces=max(s.chunk_tokens, s.passage_window_tokens),
-                triples=s.kg_max_triples,
+            chat_shape=ChatShape(
+                context_window=s.vllm_max_model_len,
+                prompt=PromptShape(
+                    passages=s.top_k,
+                    passage_wordpieces=max(s.chunk_tokens, s.passage_window_tokens),
+                    triples=s.kg_max_triples,
+                ),
+                answer_tokens=s.max_tokens,
             ),
-            answer_tokens=s.max_tokens,
             memo=self.memo,
         )
 

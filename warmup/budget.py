@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rag.llm import CacheConfig
+from rag.prompt import PromptShape
 from warmup.hits import full_blocks
 
 GIB = 1024**3
@@ -69,6 +70,12 @@ class WarmBudget:
     def max_tokens(self) -> int:
         return int(self.capacity_tokens * self.share)
 
+    def describe(self) -> str:
+        return (
+            f"{self.max_tokens:,} of {self.capacity_tokens:,} KV tokens (share "
+            f"{self.share:.0%}), at most {self.per_entry_max_tokens:,} per entry"
+        )
+
     @property
     def enabled(self) -> bool:
         return self.max_tokens > 0
@@ -112,3 +119,17 @@ def entry_share(context_window: int, largest_prefix_tokens: int, answer_tokens: 
     send with room for its answer (``answer_tokens``)."""
     room = max(0, context_window - answer_tokens)
     return max(context_window // 4, min(largest_prefix_tokens, room))
+
+
+@dataclass(frozen=True)
+class ChatShape:
+    """The chat path's settings that size one entry: the model's window, the prompts
+    the builder renders, and the room a chat leaves for its answer."""
+
+    context_window: int
+    prompt: PromptShape
+    answer_tokens: int
+
+    def entry_share(self, block_size: int) -> int:
+        largest = self.prompt.largest_prefix_tokens(block_size)
+        return entry_share(self.context_window, largest, self.answer_tokens)

@@ -10,6 +10,7 @@ its cache (``usage.prompt_tokens_details.cached_tokens``).
 from __future__ import annotations
 
 from rag.models import WarmState
+from warmup.models import WarmEntry
 
 
 def full_blocks(tokens: int, block_size: int) -> int:
@@ -36,3 +37,12 @@ def warm_state(cached_tokens: int, warmed_tokens: int, context_tokens: int) -> W
     if is_warm_hit(cached_tokens, warmed_tokens):
         return WarmState.PARTIAL
     return WarmState.EVICTED
+
+
+def entry_warm_state(cached_tokens: int, entry: WarmEntry, block_size: int | None) -> WarmState:
+    """``warm_state`` for a chat on ``entry``'s prefix (``block_size``: vLLM's, None
+    before warmup read it; a partial entry then counts its warmed part only)."""
+    context = entry.cached_block_tokens
+    if entry.partial and entry.context_tokens is not None and block_size:
+        context = full_blocks(entry.context_tokens, block_size)
+    return warm_state(cached_tokens, entry.cached_block_tokens, context)

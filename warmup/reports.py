@@ -10,6 +10,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from pydantic import BaseModel, Field, PrivateAttr, computed_field
@@ -117,6 +118,19 @@ class CycleReport(BaseModel):
         return f"warmup {self.kind.value}: " + "; ".join(parts) if parts else None
 
 
+@dataclass
+class Shortfall:
+    """What the cycles since start declined, by reason, and cut to the per-entry share."""
+
+    declined: dict[DeclineReason, int] = field(default_factory=dict)
+    truncated: int = 0
+
+    def add(self, report: CycleReport) -> None:
+        for reason, count in report.declined.items():
+            self.declined[reason] = self.declined.get(reason, 0) + count
+        self.truncated += report.truncated
+
+
 class ReportLog:
     """Opens and closes reports, and keeps the last ``REPORT_HISTORY`` that did something
     (idle sweeps and hot cycles would push the informative ones out)."""
@@ -132,12 +146,14 @@ class ReportLog:
         self._on_finish = on_finish
         self.recent: deque[CycleReport] = deque(maxlen=REPORT_HISTORY)
         self.last: CycleReport | None = None
+        self.totals = Shortfall()
 
     def begin(self, kind: CycleKind) -> CycleReport:
         return CycleReport(kind=kind, started_at=self._clock(), kb_version=self._kb_version())
 
     def finish(self, report: CycleReport) -> CycleReport:
         report.total_ms = round((time.perf_counter() - report._perf_started) * 1000, 2)
+        self.totals.add(report)
         self._on_finish(report)
         self.last = report
         if report.did_something:

@@ -32,21 +32,21 @@ from rag.context_memo import ContextMemo, kth_score
 from rag.llm import LLMEngine, Usage
 from rag.metrics import ServiceMetrics
 from rag.models import ChangeSet, WarmState
-from rag.prompt import PromptBuilder, PromptPrefix, PromptShape
+from rag.prompt import PromptBuilder, PromptPrefix
 from rag.query_text import normalize_query
 from rag.retriever import Retrieval, Retriever
-from warmup.budget import WarmBudget, entry_share
+from warmup.budget import ChatShape, WarmBudget
 from warmup.changes import ChangeHandler
 from warmup.context import ContextResolver
 from warmup.heat import Heat
-from warmup.hits import warm_state
+from warmup.hits import entry_warm_state
 from warmup.hot import HotWarmup
 from warmup.jobs import JobQueue, Priority
 from warmup.journal import Journal
-from warmup.models import DeclineReason, RewarmReason
+from warmup.models import RewarmReason
 from warmup.planner import WarmupPlanner
 from warmup.registry import Registry
-from warmup.reports import CycleKind, CycleReport, ReportLog
+from warmup.reports import CycleKind, CycleReport, ReportLog, Shortfall
 from warmup.restore import Restorer
 from warmup.settings import WarmupSettings
 from warmup.store import Snapshot, WarmupStore
@@ -70,16 +70,12 @@ class WarmupService:
         metrics: ServiceMetrics,
         *,
         top_k: int,
-        context_window: int,
-        prompt_shape: PromptShape,
-        answer_tokens: int,
+        chat_shape: ChatShape,
         memo: ContextMemo | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        """``top_k``, ``context_window``, ``prompt_shape`` and ``answer_tokens`` (a
-        chat's ``max_tokens``) are the chat path's own settings: warmup must retrieve
-        what a chat retrieves, and size entries by what the prompt builder produces
-        and the model's window holds.
+        """``top_k`` and ``chat_shape`` are the chat path's own settings: warmup must
+        retrieve what a chat retrieves, and size entries by what its prompts take.
         ``memo``: the contexts chats remember, shared so that each question is
         retrieved once for both (None: a memo of warmup's own)."""
         s = self.settings = settings
@@ -88,13 +84,8 @@ class WarmupService:
         self.warmer = warmer
         self.metrics = metrics
         self.clock = clock  # tests move time by replacing it
-        self.context_window = context_window
-        self.prompt_shape = prompt_shape
-        self.answer_tokens = answer_tokens
+        self.chat_shape = chat_shape
         self.budget: WarmBudget | None = None
-        #: What warmup declined or cut short since start, by reason (the registry view).
-        self.declined: dict[DeclineReason, int] = {}
-        self.truncated = 0
         self.registry = Registry(persist=self._persist)
         self.journal = Journal(store, self._snapshot)
         self.queue = JobQueue()
@@ -194,6 +185,11 @@ class WarmupService:
         return self._reports.last
 
     @property
+    def shortfall(self) -> Shortfall:
+        """What warmup declined, or cut to the per-entry share, since start."""
+        return self._reports.totals
+
+    @property
     def pending_changes(self) -> int:
         return self.changes.pending
 
@@ -205,21 +201,12 @@ class WarmupService:
         (changes left undetected, entries built from text it no longer holds), then
         re-warm the hottest entries."""
         cache = await self.llm.cache_config()
-        entry_tokens = self.settings.entry_max_tokens or entry_share(
-            self.context_window,
-            self.prompt_shape.largest_prefix_tokens(cache.block_size),
-            self.answer_tokens,
-        )
-        self.budget = WarmBudget.from_cache(cache, entry_tokens, self.settings.budget_share)
+        entry = self.settings.entry_max_tokens or self.chat_shape.entry_share(cache.block_size)
+        self.budget = WarmBudget.from_cache(cache, entry, self.settings.budget_share)
         self.metrics.warm_budget_tokens.set(self.budget.max_tokens)
         self.metrics.cold_starts.inc()
         log.info(
-            "warm budget: %d of %d KV tokens (share %.0f%%), at most %d per entry, strategy %s",
-            self.budget.max_tokens,
-            self.budget.capacity_tokens,
-            self.budget.share * 100,
-            self.budget.per_entry_max_tokens,
-            self.settings.strategy.value,
+            "warm budget: %s; strategy %s", self.budget.describe(), self.settings.strategy.value
         )
         await self._job(Priority.CHANGE, CycleKind.KB_CHANGE, self._catch_up)
         report = await self.restore()
@@ -262,10 +249,8 @@ class WarmupService:
             return WarmState.COLD
         self.registry.record_hit(entry.fingerprint, now)
         self.metrics.warmup_lookups.inc()
-        context = entry.cached_block_tokens
-        if entry.partial and entry.context_tokens is not None and self.budget is not None:
-            context = self.budget.full_blocks(entry.context_tokens)
-        state = warm_state(usage.cached_tokens, entry.cached_block_tokens, context)
+        block_size = self.budget.block_size if self.budget is not None else None
+        state = entry_warm_state(usage.cached_tokens, entry, block_size)
         if state is WarmState.HIT:
             self.metrics.warmup_hits.inc()
         elif state is WarmState.PARTIAL:
@@ -401,8 +386,6 @@ class WarmupService:
         """A job ended: count what it declined, and bring the gauges up to date."""
         for reason, count in report.declined.items():
             self.metrics.warmup_declined.labels(reason.value).inc(count)
-            self.declined[reason] = self.declined.get(reason, 0) + count
-        self.truncated += report.truncated
         self._update_gauges()
 
     def _update_gauges(self) -> None:

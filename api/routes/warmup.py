@@ -57,8 +57,8 @@ async def registry(service: WarmupDep, kb: KBDep, scheduler: SchedulerDep) -> Re
             "warm_requests_sent": service.warmer.requests_sent,
             "jobs": scheduler.jobs() if scheduler else [],
             "last_report": service.last_report,
-            "declined": service.declined,
-            "truncated": service.truncated,
+            "declined": service.shortfall.declined,
+            "truncated": service.shortfall.truncated,
         }
     )
 

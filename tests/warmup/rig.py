@@ -20,6 +20,7 @@ from rag.prompt import PromptBuilder, PromptShape
 from rag.query_text import normalize_query
 from rag.retriever import Retriever
 from tests.fakes import FakeEngine, tokens_of
+from warmup.budget import ChatShape
 from warmup.models import WarmEntry
 from warmup.service import WarmupService
 from warmup.settings import WarmupSettings
@@ -122,9 +123,7 @@ async def make_rig(
         warmer,
         metrics,
         top_k=3,
-        context_window=4096,
-        prompt_shape=PromptShape(passages=3, passage_wordpieces=200, triples=3),
-        answer_tokens=8,
+        chat_shape=ChatShape(4096, PromptShape(passages=3, passage_wordpieces=200, triples=3), 8),
         clock=lambda: now[0],
     )
     chat.observer = service
