@@ -150,7 +150,8 @@ def json_or_words(args: str) -> list[str]:
 @dataclass(frozen=True)
 class PipStep:
     """One ``pip install`` or ``pip uninstall``, without what does not change what gets
-    installed (``--quiet``, ``--yes``, where torch comes from, editable or not)."""
+    installed (``--quiet``, ``--yes``, ``--no-compile``, where torch comes from, editable
+    or not)."""
 
     action: str
     flags: frozenset[str]
@@ -161,7 +162,7 @@ class PipStep:
         return " ".join(["pip", self.action, *sorted(self.flags), *self.targets])
 
 
-_IGNORED = {"--quiet", "-q", "--yes", "-y"}
+_IGNORED = {"--quiet", "-q", "--yes", "-y", "--no-compile"}
 _FLAGS = {"--no-deps", "--no-build-isolation", "--upgrade", "-U"}
 
 
