@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from rag.timeline import HEATMAP_BUCKET_MS, HEATMAP_BUCKETS, ChatTimeline
+from rag.chat.timeline import HEATMAP_BUCKET_MS, HEATMAP_BUCKETS, ChatTimeline
 
 #: 50 ms buckets up to 1 s (the first-token latency heat map of the cold-start design:
 #: 20 buckets, the last from 950 ms), then coarser ones to 30 s: a cold prefill of a
@@ -131,7 +131,7 @@ class ServiceMetrics:
             registry=r,
         )
 
-        # vLLM replicas behind the prefix-affinity router (rag/routing.py)
+        # vLLM replicas behind the prefix-affinity router (rag/llm/pool.py)
         self.replica_cold_starts = Counter(
             "warmrag_replica_cold_start",
             "vLLM replicas seen coming up or back (their prefix cache starts empty)",

@@ -1,4 +1,4 @@
-"""A fake vLLM engine behind ``rag.llm.LLMEngine``, for logic a real server cannot
+"""A fake vLLM engine behind ``rag.llm.client.LLMEngine``, for logic a real server cannot
 reach quickly or at all: evictions on demand, crashes, hangs and malformed output.
 
 It models what warmup depends on: prompts are token sequences (one token per
@@ -16,14 +16,14 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
 
-from rag.llm import (
+from rag.llm.client import (
     CacheConfig,
     LLMBadResponseError,
     LLMUnavailableError,
     TextDelta,
     Usage,
 )
-from rag.prompt import Message
+from rag.chat.prompt import Message
 
 
 def tokens_of(messages: Sequence[Message], *, generation_prompt: bool) -> list[str]:

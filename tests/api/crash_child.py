@@ -18,10 +18,10 @@ from pathlib import Path
 
 from api.config import Settings
 from api.runtime import Runtime
-from rag.embedding import shared_embedder
-from rag.faults import KILL_AT_ENV
-from rag.knowledge_base import DocumentNotFoundError
-from rag.models import DocumentIn
+from rag.knowledge.embedding import shared_embedder
+from rag.knowledge.faults import KILL_AT_ENV
+from rag.knowledge.base import DocumentNotFoundError
+from rag.knowledge.models import DocumentIn
 from tests.fakes import FakeEngine
 
 ZORN_V1 = DocumentIn(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 
-from rag.llm import VLLMClient
+from rag.llm.client import VLLMClient
 from tests.conftest import MODEL_NAME, Service
 
 DOCS = [
@@ -122,7 +122,7 @@ def test_warm_prefix_is_reused_by_a_chat_with_a_new_question(service: Service) -
 
     prefix_tokens, block = asyncio.run(warm())
     assert prefix_tokens >= block, "the test context must span at least one full KV block"
-    # Block-aligned (``rag.alignment``): the prefix fills whole blocks, all of them reused.
+    # Block-aligned (``rag.llm.alignment``): the prefix fills whole blocks, all of them reused.
     assert prefix_tokens % block == 0
 
     body = service.chat("Is the Zorn river long? Answer briefly.")

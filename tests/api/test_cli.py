@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-import rag.kb_state
+import rag.knowledge.state
 from api.cli import main
 from tests.api.test_storage_faults import failing
 from tests.conftest import ADMIN_TOKEN, Service, Services, free_port
@@ -303,7 +303,7 @@ def test_a_full_disk_stops_an_embedded_ingest_and_stores_nothing(
     page = tmp_path / "zorn.md"
     page.write_text("The river Zorn flows through Kellerby.\n")
     with monkeypatch.context() as patch:
-        patch.setattr(rag.kb_state, "atomic_write", failing(errno.ENOSPC))
+        patch.setattr(rag.knowledge.state, "atomic_write", failing(errno.ENOSPC))
         assert main(["ingest", "--embedded", str(page)]) == 1
     err = capsys.readouterr().err
     assert "ingest failed in" in err and "ENOSPC" in err, err

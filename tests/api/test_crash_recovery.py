@@ -2,7 +2,7 @@
 and sending the same request again converges.
 
 Fault injected: ``WARMRAG_FAULT_KILL_AT`` makes a forked child (``crash_child.main``)
-SIGKILL itself at one named point of an ingest or a delete (``rag.faults``): no
+SIGKILL itself at one named point of an ingest or a delete (``rag.knowledge.faults``): no
 rollback, no ``finally``, no flush. The child is forked from the test process, so it
 starts with the embedding model already loaded (a fresh interpreter per case would
 spend most of the test importing). Real Qdrant local mode, docstore, graph, warm
@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 
 from api.runtime import Runtime
-from rag.embedding import Embedder, shared_embedder
-from rag.faults import DELETE_POINTS, INGEST_POINTS
-from rag.ingest import DOC_HASH_KEY, document_hash
-from rag.knowledge_base import text_hash
-from rag.models import DEFAULT_CHUNKING
+from rag.knowledge.embedding import Embedder, shared_embedder
+from rag.knowledge.faults import DELETE_POINTS, INGEST_POINTS
+from rag.knowledge.ingest import DOC_HASH_KEY, document_hash
+from rag.knowledge.base import text_hash
+from rag.knowledge.models import DEFAULT_CHUNKING
 from tests.api import crash_child
 from tests.api.crash_child import QUESTION, ZORN_V1, ZORN_V2, settings
 from tests.fakes import FakeEngine

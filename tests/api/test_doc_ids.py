@@ -11,7 +11,7 @@ from urllib.parse import quote
 import pytest
 
 from api.cli import main
-from rag.sample import load_sample_documents
+from rag.knowledge.files import load_sample_documents
 from tests.conftest import ADMIN_TOKEN, Service
 
 IDS = [

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from rag.routing import Replica, ReplicaPool
+from rag.llm.pool import Replica, ReplicaPool
 from tests.api.test_vllm_faults import wait_for
 from tests.conftest import Service, Services
 from tests.fakes import FakeEngine

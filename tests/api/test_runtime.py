@@ -7,7 +7,7 @@ from pathlib import Path
 
 from api.config import Settings
 from api.runtime import Runtime
-from rag.embedding import Embedder
+from rag.knowledge.embedding import Embedder
 from tests.fakes import FakeEngine
 
 

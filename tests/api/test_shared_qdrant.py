@@ -13,7 +13,7 @@ from qdrant_client import QdrantClient
 from api import stores
 from api.config import Settings
 from api.runtime import Runtime
-from rag.embedding import Embedder
+from rag.knowledge.embedding import Embedder
 from tests.api.test_vllm_faults import wait_for
 from tests.conftest import Service
 from tests.fakes import FakeEngine

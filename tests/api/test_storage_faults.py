@@ -17,7 +17,7 @@ import pytest
 from llama_index.vector_stores.qdrant import QdrantVectorStore
 from qdrant_client import QdrantClient
 
-import rag.kb_state
+import rag.knowledge.state
 from tests.conftest import Service
 from tests.fakes import FakeEngine
 
@@ -65,7 +65,7 @@ def test_storage_failure_changes_nothing_and_chats_go_on(
     before = snapshot(service)
     with monkeypatch.context() as patch:
         if target == "docstore":
-            patch.setattr(rag.kb_state, "atomic_write", failing(code))
+            patch.setattr(rag.knowledge.state, "atomic_write", failing(code))
         else:
             patch.setattr(QdrantVectorStore, "add", failing(code))
         for request in (

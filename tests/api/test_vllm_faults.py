@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from api.server import free_port
-from rag.vllm_server import VLLMServer
+from rag.llm.server import VLLMServer
 from tests.conftest import REPO, Service, Services
 
 FAKE_SERVER = REPO / "tests" / "fake_vllm_server.py"

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from rag.llm import VLLMClient
-from rag.vllm_server import VLLMServer
+from rag.llm.client import VLLMClient
+from rag.llm.server import VLLMServer
 from tests.conftest import MODEL_NAME, Service, ServiceFactory
 
 

@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
-from rag.embedding import Embedder
-from rag.vllm_server import VLLMServer
+from rag.knowledge.embedding import Embedder
+from rag.llm.server import VLLMServer
 from tests.api.test_warmup import entry_for, reset_prefix_cache, seed
 from tests.conftest import Service, Services
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from rag.vllm_server import VLLMServer
+from rag.llm.server import VLLMServer
 from tests.api.test_warmup import (
     DOCS,
     ZORN_BLUE,

@@ -8,8 +8,8 @@ from bench.chunking_quality import render_page
 from bench.faithfulness import citations, judge, summarize
 from bench.real_corpus import sections_from_source
 from bench.retrieval_quality import GoldQuestion
-from rag.chunking import markdown_blocks
-from rag.models import DocumentFormat, document_format
+from rag.knowledge.chunking import markdown_blocks
+from rag.knowledge.models import DocumentFormat, document_format
 from tests.bench.test_real_corpus import MANUAL
 
 

@@ -5,7 +5,7 @@ from collections import Counter
 import pytest
 
 from bench.workload import Workload, WorkloadSpec, towns, unrelated_document, zipf_stream
-from rag.query_text import normalize_query
+from rag.chat.query import normalize_query
 
 
 def test_corpus_is_seeded_and_unique() -> None:

@@ -3,7 +3,7 @@ query names a metric that warmrag or vLLM exports, every panel uses the provisio
 Prometheus, and Prometheus scrapes the services the Compose file runs.
 
 warmrag's names come from the app's own registry (built, not started); vLLM's from the
-/metrics texts of vLLM 0.32 that ``rag/vllm_metrics.py``'s tests read. Each check lists
+/metrics texts of vLLM 0.32 that ``rag/llm/server_metrics.py``'s tests read. Each check lists
 what is wrong, and runs on the real files and on copies broken on purpose.
 """
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kg import EmbedFn, KnowledgeGraph, TripleExtractor
-from rag.embedding import Embedder
+from rag.knowledge.embedding import Embedder
 from tests.kg.kg_testdata import CountingEmbed
 
 

@@ -11,14 +11,14 @@ from typing import Any
 import anyio
 from qdrant_client import QdrantClient
 
-from rag.chat import ChatEngine, ChatResult
-from rag.embedding import Embedder
-from rag.knowledge_base import KnowledgeBase
+from rag.chat.engine import ChatEngine, ChatResult
+from rag.knowledge.embedding import Embedder
+from rag.knowledge.base import KnowledgeBase
 from rag.metrics import ServiceMetrics
-from rag.models import ChangeSet, DocumentIn
-from rag.prompt import PromptBuilder, PromptShape
-from rag.query_text import normalize_query
-from rag.retriever import Retriever
+from rag.knowledge.models import ChangeSet, DocumentIn
+from rag.chat.prompt import PromptBuilder, PromptShape
+from rag.chat.query import normalize_query
+from rag.chat.retriever import Retriever
 from tests.fakes import FakeEngine, tokens_of
 from warmup.budget import ChatShape
 from warmup.models import WarmEntry

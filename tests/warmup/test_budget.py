@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rag.llm import CacheConfig
+from rag.llm.client import CacheConfig
 from warmup.budget import GIB, WarmBudget
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rag.embedding import Embedder
-from rag.models import ChangeSet, ChunkRecord
+from rag.knowledge.embedding import Embedder
+from rag.knowledge.models import ChangeSet, ChunkRecord
 from tests.fakes import FakeEngine
 from tests.warmup.rig import DOCS, QUESTIONS, make_rig, topic
 from warmup.store import WarmupStore

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from rag.embedding import Embedder
+from rag.knowledge.embedding import Embedder
 from tests.fakes import FakeEngine, tokens_of
 from tests.warmup.rig import DOCS, QUESTIONS, Rig, make_rig, topic
 

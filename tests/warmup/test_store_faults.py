@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rag.query_text import normalize_query
+from rag.chat.query import normalize_query
 from tests.conftest import Service
 from tests.fakes import FakeEngine
 from tests.warmup.faults import SQLiteFaults

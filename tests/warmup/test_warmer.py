@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from rag.chat import ChatActivity
+from rag.chat.engine import ChatActivity
 from rag.metrics import ServiceMetrics
-from rag.prompt import PromptBuilder
+from rag.chat.prompt import PromptBuilder
 from tests.fakes import FakeEngine
 from warmup.warmer import Warmer
 

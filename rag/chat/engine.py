@@ -1,0 +1,340 @@
+"""The chat path: retrieve → build the prompt → stream from vLLM → account the cache."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+import anyio
+
+from rag.chat.bad_cases import BadCaseLog
+from rag.chat.memo import ContextMemo, Retrieved, retrieve_context
+from rag.llm.client import (
+    LLMBadResponseError,
+    LLMEngine,
+    LLMRequestError,
+    LLMTimeoutError,
+    LLMUnavailableError,
+    TextDelta,
+    Usage,
+)
+from rag.metrics import ServiceMetrics
+from rag.knowledge.models import Passage, WarmState
+from rag.chat.prompt import Message, PromptBuilder, PromptPrefix
+from rag.chat.query import normalize_query
+from rag.chat.retriever import Fact, Retrieval, Retriever
+
+
+class ChatObserver(Protocol):
+    """Told about every finished chat (the warmup layer counts hot queries and hits)."""
+
+    def on_chat(self, retrieval: Retrieval, prefix: PromptPrefix, usage: Usage) -> WarmState:
+        """Record the chat; return how its prefix stood against the warm registry."""
+        ...
+
+
+class ChatActivity:
+    """Counts chats in flight, so background prefills can yield to them."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._active = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._clock = clock
+        self._last_exit = -math.inf
+
+    @property
+    def active(self) -> int:
+        return self._active
+
+    def enter(self) -> None:
+        self._active += 1
+        self._idle.clear()
+
+    def exit(self) -> None:
+        self._active -= 1
+        self._last_exit = self._clock()
+        if self._active == 0:
+            self._idle.set()
+
+    async def wait_idle(self, timeout_s: float, quiet_s: float = 0.0) -> bool:
+        """Wait until no chat is running and none ended in the last ``quiet_s`` (a
+        back-to-back client sends its next chat within milliseconds); at most
+        ``timeout_s``. True if the quiet came."""
+        deadline = self._clock() + timeout_s
+        while True:
+            remaining = deadline - self._clock()
+            if remaining <= 0:
+                return False
+            try:
+                await asyncio.wait_for(self._idle.wait(), remaining)
+            except TimeoutError:
+                return False
+            calm = self._clock() - self._last_exit
+            if calm >= quiet_s:
+                return True
+            await asyncio.sleep(min(quiet_s - calm, max(0.0, deadline - self._clock())))
+
+
+@dataclass(frozen=True)
+class CacheInfo:
+    prompt_tokens: int
+    cached_tokens: int
+    #: The prefix's tokens where known (a block-aligned prefix): a hit caches all of them.
+    prefix_tokens: int | None = None
+    warm_state: WarmState = WarmState.COLD
+
+    @property
+    def warm_hit(self) -> bool:
+        """Served from a registered warm prefix (``warmup.hits`` defines when)."""
+        return self.warm_state is WarmState.HIT
+
+
+@dataclass(frozen=True)
+class Timings:
+    """Where a chat's time went. ``ttft_ms`` runs from the call to the first token, as a
+    user sees it: ``retrieval_ms`` (embedding, search, graph; ~0 when the context was
+    reused), ``prompt_ms`` (rendering and aligning the prefix), then ``llm_ttft_ms``
+    (the request to vLLM until its first token: queue, prefill, first decode step)."""
+
+    retrieval_ms: float
+    ttft_ms: float
+    total_ms: float
+    prompt_ms: float = 0.0
+    llm_ttft_ms: float = 0.0
+    context_reused: bool = False
+
+
+@dataclass(frozen=True)
+class ChatResult:
+    answer: str
+    passages: list[Passage]
+    facts: Sequence[Fact]
+    cache: CacheInfo
+    timings: Timings
+    usage: Usage
+    prefix_fingerprint: str
+    finish_reason: str = "stop"
+
+
+async def _within(
+    events: AsyncIterator[TextDelta | Usage], deadline: float
+) -> AsyncIterator[TextDelta | Usage]:
+    """Pass ``events`` through until ``deadline`` (a ``perf_counter`` time), then give up."""
+    try:
+        while True:
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0:
+                raise LLMTimeoutError("vLLM did not finish the answer within the chat deadline")
+            try:
+                event = await asyncio.wait_for(anext(events), remaining)
+            except StopAsyncIteration:
+                return
+            except TimeoutError:
+                raise LLMTimeoutError(
+                    "vLLM did not finish the answer within the chat deadline"
+                ) from None
+            yield event
+    finally:
+        await events.aclose()  # type: ignore[attr-defined]
+
+
+def _ms(since: float) -> float:
+    return round((time.perf_counter() - since) * 1000, 2)
+
+
+class ChatEngine:
+    """Answers questions; chat and the OpenAI-compatible route both go through it."""
+
+    def __init__(
+        self,
+        retriever: Retriever,
+        builder: PromptBuilder,
+        llm: LLMEngine,
+        metrics: ServiceMetrics,
+        *,
+        max_tokens: int = 256,
+        temperature: float = 0.0,
+        observer: ChatObserver | None = None,
+        deadline_s: float = 300.0,
+        available: Callable[[], bool] = lambda: True,
+        memo: ContextMemo | None = None,
+        memo_top_k: int = 3,
+        bad_cases: BadCaseLog | None = None,
+    ) -> None:
+        """``deadline_s`` bounds a whole answer (a hung vLLM can trickle forever under a
+        per-read timeout); ``available`` says False while vLLM is being restarted.
+        ``memo``: contexts of repeated questions (asked with ``memo_top_k``) are reused
+        from it, with no retrieval (``rag.chat.memo``). ``bad_cases``: where slow chats
+        and evicted warm prefixes are kept (``rag.chat.bad_cases``)."""
+        self.retriever = retriever
+        self.builder = builder
+        self.llm = llm
+        self.metrics = metrics
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.observer = observer
+        self.deadline_s = deadline_s
+        self.available = available
+        self.memo = memo
+        self.memo_top_k = memo_top_k
+        self.bad_cases = bad_cases
+        self.activity = ChatActivity()
+
+    async def context(self, question: str, top_k: int) -> tuple[Retrieved, Timings]:
+        """The question's retrieval and prefix: remembered, or retrieved now (and then
+        remembered unless a change landed meanwhile). Timings hold the first three parts."""
+        memo = self.memo if top_k == self.memo_top_k else None
+        key = normalize_query(question)
+        started = time.perf_counter()
+        remembered = memo.get(key) if memo is not None else None
+        if remembered is not None:
+            self.metrics.context_memo.labels("reused").inc()
+            return remembered, Timings(_ms(started), 0.0, 0.0, context_reused=True)
+        generation = memo.generation if memo is not None else 0
+        found, prompt_ms = await anyio.to_thread.run_sync(
+            retrieve_context, self.retriever, self.builder, question, top_k
+        )
+        if memo is not None:
+            memo.put(key, generation, found)
+        self.metrics.context_memo.labels("retrieved").inc()
+        self.metrics.retrieval_latency.observe(found.retrieval.elapsed_ms / 1000)
+        return found, Timings(round(found.retrieval.elapsed_ms, 2), 0.0, 0.0, prompt_ms)
+
+    async def stream(
+        self,
+        question: str,
+        *,
+        top_k: int = 3,
+        history: Sequence[Message] = (),
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        endpoint: str = "chat",
+    ) -> AsyncIterator[TextDelta | ChatResult]:
+        """Yield answer text as it is generated, then one ``ChatResult``.
+
+        Timings start at the call: ``ttft_ms`` includes retrieval, as a user sees it.
+        """
+        started = time.perf_counter()
+        outcome = "error"
+        ttft_ms: float | None = None
+        observed = False
+        if not self.available():
+            self.metrics.requests.labels(endpoint, "llm_unavailable").inc()
+            raise LLMUnavailableError("vLLM is restarting")
+        self.activity.enter()
+        try:
+            found, before_llm = await self.context(question, top_k)
+            retrieval = found.retrieval
+            prompt = self.builder.with_question(found.prefix, question, history)
+            llm_started = time.perf_counter()
+            llm_ttft_ms = 0.0
+            parts: list[str] = []
+            usage = Usage()
+            llm_events = self.llm.stream_chat(
+                prompt.messages,
+                max_tokens=max_tokens or self.max_tokens,
+                temperature=self.temperature if temperature is None else temperature,
+            )
+            async for event in _within(llm_events, started + self.deadline_s):
+                if isinstance(event, TextDelta):
+                    if ttft_ms is None:
+                        ttft_ms, llm_ttft_ms = _ms(started), _ms(llm_started)
+                    parts.append(event.text)
+                    yield event
+                else:
+                    usage = event
+            total_ms = _ms(started)
+            if ttft_ms is None:  # an empty answer: the first "token" is the end
+                ttft_ms, llm_ttft_ms = total_ms, _ms(llm_started)
+            warm_state = (
+                self.observer.on_chat(retrieval, prompt.prefix, usage)
+                if self.observer
+                else WarmState.COLD
+            )
+            # Observed at the end, when vLLM's usage says whether the prefix was warm.
+            self.metrics.observe_first_token(ttft_ms / 1000, warm_state is WarmState.HIT)
+            observed = True
+            self.metrics.prompt_tokens.inc(usage.prompt_tokens)
+            self.metrics.cached_tokens.inc(usage.cached_tokens)
+            if self.bad_cases is not None:
+                case = self.bad_cases.record(
+                    question=question,
+                    embedding=retrieval.embedding,
+                    context_fingerprint=prompt.prefix.fingerprint,
+                    warm_state=warm_state,
+                    prompt_tokens=usage.prompt_tokens,
+                    cached_tokens=usage.cached_tokens,
+                    ttft_ms=ttft_ms,
+                    retrieval_ms=before_llm.retrieval_ms,
+                    llm_ttft_ms=llm_ttft_ms,
+                )
+                for reason in case.reasons if case else ():
+                    self.metrics.bad_cases.labels(reason.value).inc()
+            outcome = "ok"
+            yield ChatResult(
+                answer="".join(parts),
+                passages=retrieval.passages,
+                facts=retrieval.facts,
+                cache=CacheInfo(
+                    usage.prompt_tokens, usage.cached_tokens, prompt.prefix.tokens, warm_state
+                ),
+                timings=replace(
+                    before_llm, ttft_ms=ttft_ms, total_ms=total_ms, llm_ttft_ms=llm_ttft_ms
+                ),
+                usage=usage,
+                prefix_fingerprint=prompt.prefix.fingerprint,
+                finish_reason="length"
+                if usage.completion_tokens >= (max_tokens or self.max_tokens)
+                else "stop",
+            )
+        except LLMTimeoutError:
+            outcome = "llm_timeout"
+            raise
+        except LLMUnavailableError:
+            outcome = "llm_unavailable"
+            raise
+        except LLMBadResponseError:
+            outcome = "llm_bad_response"
+            raise
+        except LLMRequestError:
+            outcome = "rejected"
+            raise
+        finally:
+            if ttft_ms is not None and not observed:
+                # Cut off after its first token (deadline, vLLM failure, client gone):
+                # its latency counts, as not served warm.
+                self.metrics.observe_first_token(ttft_ms / 1000, False)
+            self.activity.exit()
+            self.metrics.requests.labels(endpoint, outcome).inc()
+
+    async def answer(
+        self,
+        question: str,
+        *,
+        top_k: int = 3,
+        history: Sequence[Message] = (),
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        endpoint: str = "chat",
+    ) -> ChatResult:
+        """The whole answer at once (vLLM is still streamed, to measure TTFT)."""
+        events = self.stream(
+            question,
+            top_k=top_k,
+            history=history,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            endpoint=endpoint,
+        )
+        result: ChatResult | None = None
+        async for event in events:
+            if isinstance(event, ChatResult):
+                result = event
+        if result is None:  # stream() always ends with a result or raises
+            raise RuntimeError("chat stream ended without a result")
+        return result

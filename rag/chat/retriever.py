@@ -1,0 +1,102 @@
+"""Retrieval: question → embedding → top-k passages → knowledge-graph triples."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from rag.knowledge.base import KnowledgeBase
+from rag.knowledge.models import Passage
+from rag.chat.query import retrieval_text
+from rag.chat.windows import PassageWindows
+
+
+class Fact(Protocol):
+    """A knowledge-graph triple chosen for a prompt, with its relevance score."""
+
+    @property
+    def subject(self) -> str: ...
+    @property
+    def predicate(self) -> str: ...
+    @property
+    def object(self) -> str: ...
+    @property
+    def score(self) -> float: ...
+
+
+class FactSource(Protocol):
+    """Picks the triples to inject for a question (``kg.SubgraphSelector``), with the
+    keys of the entities they join (``Retrieval.fact_reach``)."""
+
+    def select_with_reach(
+        self,
+        question: str,
+        question_embedding: np.ndarray,
+        passages: Sequence[Passage] = (),
+        max_triples: int = 3,
+    ) -> tuple[Sequence[Fact], frozenset[str]]: ...
+
+
+@dataclass(frozen=True)
+class Retrieval:
+    """Everything a prompt is built from, plus the embedding that found it."""
+
+    question: str
+    embedding: np.ndarray
+    passages: list[Passage]
+    facts: Sequence[Fact] = ()
+    elapsed_ms: float = 0.0
+    #: Keys of the graph entities ``facts`` join: a new fact touching none of them can
+    #: enter ``facts`` only by its score (``rag.chat.memo``).
+    fact_reach: frozenset[str] = frozenset()
+
+    @property
+    def triples(self) -> list[tuple[str, str, str]]:
+        return [(f.subject, f.predicate, f.object) for f in self.facts]
+
+
+class Retriever:
+    """Shared by chat and warmup, so both see the same context for a question."""
+
+    def __init__(
+        self,
+        kb: KnowledgeBase,
+        facts: FactSource | None = None,
+        max_triples: int = 3,
+        windows: PassageWindows | None = None,
+    ) -> None:
+        """``windows``: widen each hit for the prompt (small-to-big); None: the prompt
+        shows the retrieved chunks as they are."""
+        self.kb = kb
+        self.facts = facts
+        self.max_triples = max_triples
+        self.windows = windows
+
+    def embed_questions(self, questions: Sequence[str]) -> np.ndarray:
+        """(n, dim) query vectors, as ``retrieve`` embeds a question (blocking)."""
+        return self.kb.embedder.embed_texts([retrieval_text(q) for q in questions])
+
+    def retrieve(
+        self, question: str, top_k: int = 3, embedding: np.ndarray | None = None
+    ) -> Retrieval:
+        """Blocking (embedding and Qdrant local mode compute in this thread).
+
+        Pass a stored ``embedding`` to skip re-embedding the question.
+        """
+        started = time.perf_counter()
+        text = retrieval_text(question)
+        if embedding is None:
+            embedding = self.kb.embedder.embed_query(text)
+        passages = self.kb.retrieve(embedding, top_k)
+        facts: Sequence[Fact] = ()
+        reach: frozenset[str] = frozenset()
+        if self.facts is not None:
+            facts, reach = self.facts.select_with_reach(text, embedding, passages, self.max_triples)
+        if self.windows is not None:
+            passages = self.windows.widen(passages)
+        elapsed = (time.perf_counter() - started) * 1000
+        return Retrieval(question, embedding, passages, facts, elapsed, reach)

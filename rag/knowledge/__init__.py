@@ -1,0 +1,8 @@
+"""The knowledge store: documents in, chunks and vectors stored, the graph kept in step.
+
+Reading files (``files``, ``readers``), chunking and embedding (``chunking``,
+``embedding``, ``ingest``), the vector collection with its committed state (``base``,
+``state``, ``collection``; a shared Qdrant server adds ``lease`` and ``shared_writer``),
+and ``service``, which commits a change to the vectors and the graph together and tells
+its listeners. It knows nothing of vLLM or chats.
+"""

@@ -1,0 +1,470 @@
+"""The knowledge base: chunks in Qdrant, document hashes in a llama-index docstore.
+
+Embedded default: the docstore file is the commit point. Write order keeps the store consistent
+across a crash at any point: new chunks are added first, then the docstore (with
+the KB version) is replaced atomically, then the old chunks are deleted. Until
+that last step, and if it fails, Qdrant holds chunks no committed document owns
+("orphans"): retrieval never returns them (each hit's document hash is checked
+against the docstore), and ``reconcile`` (run at open, and after a write whose
+clean-up failed) removes them.
+
+On a Qdrant server (``shared``) the points carry the state instead, the docstore
+is rebuilt from them at open, one instance holds the writer's lease, and clean-up
+removes only this instance's own half-finished writes: see ``rag.knowledge.collection``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from llama_index.core.schema import BaseNode, MetadataMode
+from llama_index.core.vector_stores.types import VectorStoreQuery
+from llama_index.vector_stores.qdrant import QdrantVectorStore
+from qdrant_client import QdrantClient
+
+from kg.persist import remove_stale_temps
+from rag.knowledge import collection as shared_points
+from rag.knowledge.collection import CollectionScan, SharedCollection
+from rag.knowledge.embedding import Embedder
+from rag.knowledge.faults import checkpoint
+from rag.knowledge.ingest import (
+    CHUNK_INDEX_KEY,
+    DOC_HASH_KEY,
+    build_pipeline,
+    document_hash,
+    to_llama_document,
+)
+from rag.knowledge.state import KBState
+from rag.knowledge.models import (
+    DEFAULT_CHUNKING,
+    ChangeSet,
+    ChunkingStrategy,
+    ChunkRecord,
+    DocumentIn,
+    Passage,
+)
+from rag.knowledge.shared_writer import SharedWriter
+
+log = logging.getLogger(__name__)
+
+# QdrantVectorStore creates a payload index that local mode ignores, with a warning
+# on every open; the embedded default is local mode, so the warning is noise.
+warnings.filterwarnings("ignore", message="Payload indexes have no effect in the local Qdrant")
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class StoredChunk:
+    """One chunk as the docstore keeps it; ``start`` is its offset in the document's
+    text (None where the splitter did not record it)."""
+
+    chunk_id: str
+    text: str
+    start: int | None
+
+
+class DocumentNotFoundError(KeyError):
+    """No document with this id is in the knowledge base."""
+
+
+class KnowledgeBase:
+    """Owns the chunks (Qdrant), the document hashes (docstore) and the KB version.
+
+    All methods are thread-safe: Qdrant local mode allows one client per folder,
+    so the API, the ingest path and the scheduler share this one instance.
+    """
+
+    def __init__(
+        self,
+        data_dir: Path,
+        client: QdrantClient | Callable[[], QdrantClient],
+        embedder: Embedder,
+        *,
+        collection: str = "warmrag",
+        chunk_tokens: int = 200,
+        chunk_overlap_tokens: int = 20,
+        shared: SharedCollection | None = None,
+        embed_keys: Sequence[str] = ("title",),
+        chunking: ChunkingStrategy = DEFAULT_CHUNKING,
+        load: bool = True,
+    ) -> None:
+        """``client`` may be a factory, called by ``open``; ``load=False`` defers all
+        I/O (reading the docstore, opening Qdrant, reconciling) to ``open``.
+        ``shared``: the collection is on a server others may use (see the module doc).
+        ``embed_keys``: metadata embedded with each chunk (``rag.knowledge.ingest``);
+        ``chunking``: how documents are cut (``rag.knowledge.chunking``)."""
+        self._dir = data_dir
+        self._state_path = data_dir / "docstore.json"
+        self._client_source = client
+        self._client: QdrantClient | None = None
+        self._collection = collection
+        self._embedder = embedder
+        self._vectors: QdrantVectorStore | None = None
+        self._pipeline = build_pipeline(embedder, chunk_tokens, chunk_overlap_tokens, chunking)
+        self._chunking = chunking
+        self._embed_keys = tuple(embed_keys)
+        self._lock = threading.RLock()  # readers and the short commit sections
+        self._writer = threading.Lock()  # one write at a time, for its whole length
+        self._state = KBState()
+        self._needs_reconcile = False
+        self._shared_config = shared
+        self._shared: SharedWriter | None = None
+        if load:
+            self.open()
+
+    def open(self) -> None:
+        """Open Qdrant, read the docstore, and remove what an interrupted write left."""
+        with self._lock:
+            if self._client is not None:
+                return
+            self._dir.mkdir(parents=True, exist_ok=True)
+            remove_stale_temps(self._dir, self._state_path.name)  # a crash mid-save
+            source = self._client_source
+            self._client = source if isinstance(source, QdrantClient) else source()
+            self._vectors = QdrantVectorStore(collection_name=self._collection, client=self._client)
+            self._state = KBState.load(self._state_path)
+            if self._shared_config is not None:
+                self._shared = SharedWriter(
+                    self._client, self._collection, self._shared_config, self._dir
+                )
+                self._adopt(self._shared.open())
+            self.reconcile()
+
+    def _adopt(self, found: CollectionScan) -> None:
+        """Make the docstore say what the collection's committed points say."""
+        before = self._state.hashes()
+        self._state = KBState.from_scan(found, self._state.version)
+        if self._state.hashes() != before:
+            self._state.version += 1
+            log.info("knowledge base read from the collection: %d documents", len(found.current))
+            if self.writable:
+                self._save_state()
+
+    @property
+    def writable(self) -> bool:
+        """False while another instance holds the shared collection's writer's lease."""
+        return self._shared is None or self._shared.writable
+
+    def _require_writer(self) -> None:
+        """On a shared collection, writes need the lease; take it if it has lapsed."""
+        if self._shared is not None:
+            found = self._shared.require()
+            if found is not None:
+                self._adopt(found)
+
+    def release_writer(self) -> None:
+        """Give up the shared collection's writer's lease now (read-only from here on),
+        so another instance can take over without waiting for it to lapse."""
+        with self._writer:
+            if self._shared is not None:
+                self._shared.release()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._shared is not None:
+                self._shared.release()
+            if self._client is not None:
+                self._client.close()
+
+    @property
+    def client(self) -> QdrantClient:
+        if self._client is None:
+            raise RuntimeError("the knowledge base is not open yet")
+        return self._client
+
+    @property
+    def vectors(self) -> QdrantVectorStore:
+        if self._vectors is None:
+            raise RuntimeError("the knowledge base is not open yet")
+        return self._vectors
+
+    # ----- state --------------------------------------------------------------
+
+    def _save_state(self) -> None:
+        """Embedded: the commit point. Shared: a cache of what the committed points say,
+        so a failure to write it fails nothing (the next start rebuilds it)."""
+        try:
+            self._state.save(self._state_path)
+        except OSError:
+            if self._shared is None:
+                raise
+            log.warning("could not cache the docstore in %s; the collection has it", self._dir)
+
+    @property
+    def version(self) -> int:
+        return self._state.version
+
+    @property
+    def embedder(self) -> Embedder:
+        return self._embedder
+
+    def document_ids(self) -> list[str]:
+        with self._lock:
+            return sorted(self._state.docstore.get_all_ref_doc_info() or {})
+
+    def document_hash(self, doc_id: str) -> str | None:
+        with self._lock:
+            return self._state.docstore.get_document_hash(doc_id)
+
+    def supplied_triples(self, doc_id: str) -> list[list[str]]:
+        with self._lock:
+            return list(self._state.triples.get(doc_id, []))
+
+    def chunk_ids(self, doc_id: str) -> list[str]:
+        with self._lock:
+            info = self._state.docstore.get_ref_doc_info(doc_id)
+            return list(info.node_ids) if info else []
+
+    def chunk_texts(self, doc_id: str) -> list[tuple[str, str]]:
+        """(chunk_id, text) of a document's chunks, in document order."""
+        return [(c.chunk_id, c.text) for c in self.chunks(doc_id)]
+
+    def chunks(self, doc_id: str) -> list[StoredChunk]:
+        """A document's chunks in document order, with where each starts in its text."""
+        with self._lock:
+            nodes = self._state.docstore.get_nodes(self.chunk_ids(doc_id), raise_error=False)
+        nodes.sort(key=lambda n: n.metadata.get(CHUNK_INDEX_KEY, 0))
+        return [
+            StoredChunk(
+                n.node_id,
+                n.get_content(metadata_mode=MetadataMode.NONE),
+                getattr(n, "start_char_idx", None),
+            )
+            for n in nodes
+        ]
+
+    def _collection_exists(self) -> bool:
+        return bool(self.client.collection_exists(self._collection))
+
+    # ----- writes -------------------------------------------------------------
+
+    def upsert(self, documents: Sequence[DocumentIn]) -> ChangeSet:
+        """Add new documents, replace changed ones, skip unchanged ones (embedding nothing).
+
+        Embedding happens before any write, so a failure there stores nothing. It
+        also happens outside the read lock: chats retrieve while a large document
+        is embedded, and wait at most for the commit itself.
+        """
+        with self._writer:
+            self._require_writer()
+            added: list[str] = []
+            updated: list[str] = []
+            unchanged: list[str] = []
+            todo = []
+            triples: dict[str, list[list[str]]] = {}
+            with self._lock:
+                for doc in documents:
+                    digest = document_hash(doc, self._chunking)
+                    previous = self._state.docstore.get_document_hash(doc.id)
+                    if previous == digest:
+                        unchanged.append(doc.id)
+                        continue
+                    (updated if previous else added).append(doc.id)
+                    todo.append(to_llama_document(doc, digest, self._embed_keys))
+                    triples[doc.id] = doc.triples
+                if not todo:
+                    return ChangeSet(unchanged=unchanged, kb_version=self._state.version)
+                old_chunks = [c for doc_id in updated for c in self.chunk_ids(doc_id)]
+
+            nodes = list(self._pipeline.run(documents=todo))
+            if self._shared is not None:
+                self._shared.mark_pending(nodes, triples)
+            checkpoint("ingest.embedded")
+
+            with self._lock:
+                try:
+                    self._commit(todo, nodes, triples)
+                except BaseException:
+                    self._rollback()
+                    raise
+            checkpoint("ingest.committed")
+            stale = sorted(set(old_chunks) - {n.node_id for n in nodes})
+            self._remove_chunks(stale)
+            checkpoint("ingest.old_chunks_removed")
+            return ChangeSet(
+                added=added,
+                updated=updated,
+                unchanged=unchanged,
+                added_chunks=[
+                    ChunkRecord(
+                        doc_id=n.ref_doc_id or "", chunk_id=n.node_id, embedding=n.embedding or []
+                    )
+                    for n in nodes
+                ],
+                removed_chunk_ids=stale,
+                kb_version=self._state.version,
+            )
+
+    def _commit(
+        self, docs: list[Any], nodes: list[BaseNode], triples: dict[str, list[list[str]]]
+    ) -> None:
+        """Add the new chunks, then make the new document versions current on disk."""
+        self.vectors.add(nodes)
+        checkpoint("ingest.vectors_added")
+        if self._shared is not None:
+            self._shared.commit([n.node_id for n in nodes])
+            checkpoint("ingest.points_committed")
+        for doc in docs:
+            self._state.docstore.delete_ref_doc(doc.id_, raise_error=False)
+            self._state.docstore.set_document_hash(doc.id_, doc.metadata[DOC_HASH_KEY])
+        # Vectors live in Qdrant; a copy in the docstore would make every save
+        # serialize them all again (the whole file is rewritten on each write).
+        self._state.docstore.add_documents(
+            [n.model_copy(update={"embedding": None}) for n in nodes], store_text=True
+        )
+        for doc_id, doc_triples in triples.items():
+            if doc_triples:
+                self._state.triples[doc_id] = doc_triples
+            else:
+                self._state.triples.pop(doc_id, None)
+        self._state.version += 1
+        self._save_state()
+
+    def _rollback(self) -> None:
+        """After a failed write: back to what is on disk, minus any orphaned chunks.
+
+        If Qdrant cannot remove them now, retrieval still hides them and the next
+        ``reconcile`` removes them."""
+        try:
+            if self._shared is not None:  # the points are the truth: read them again
+                self._adopt(self._shared.scan())
+            else:
+                self._state = KBState.load(self._state_path)
+            self.reconcile()
+        except Exception:
+            log.exception("rollback: orphaned chunks stay hidden until the next reconcile")
+            self._needs_reconcile = True
+
+    def _remove_chunks(self, chunk_ids: Sequence[str]) -> None:
+        """Clean-up after a commit: the write has happened, so a failure here only
+        leaves orphans (hidden from retrieval) for ``reconcile_if_needed``."""
+        if not chunk_ids:
+            return
+        try:
+            with self._lock:
+                if self._collection_exists():
+                    self.vectors.delete_nodes(list(chunk_ids))
+        except Exception:
+            log.exception("removing %d old chunks failed; retried later", len(chunk_ids))
+            self._needs_reconcile = True
+
+    @property
+    def needs_reconcile(self) -> bool:
+        """A clean-up failed: orphaned chunks are hidden but still stored."""
+        return self._needs_reconcile
+
+    def reconcile_if_needed(self) -> int:
+        with self._lock:
+            if not self._needs_reconcile:
+                return 0
+            removed = self.reconcile()
+            self._needs_reconcile = False
+            return removed
+
+    def delete(self, doc_id: str) -> ChangeSet:
+        with self._writer, self._lock:
+            self._require_writer()
+            if self._state.docstore.get_document_hash(doc_id) is None:
+                raise DocumentNotFoundError(doc_id)
+            chunks = self.chunk_ids(doc_id)
+            if self._shared is not None:
+                # On a server the points are the commit point: they go first.
+                self._shared.delete_document(doc_id)
+                checkpoint("delete.points_removed")
+            try:
+                self._state.docstore.delete_ref_doc(doc_id, raise_error=False)
+                self._state.docstore.delete_document(doc_id, raise_error=False)
+                self._state.drop_hash(doc_id)
+                self._state.triples.pop(doc_id, None)
+                self._state.version += 1
+                self._save_state()
+            except BaseException:
+                self._rollback()
+                raise
+            checkpoint("delete.committed")
+            self._remove_chunks(chunks)
+            checkpoint("delete.chunks_removed")
+            return ChangeSet(
+                deleted=[doc_id], removed_chunk_ids=chunks, kb_version=self._state.version
+            )
+
+    def reconcile(self) -> int:
+        """Delete chunks that no committed document version owns; return how many.
+
+        On a shared collection: only this instance's own half-finished writes, and
+        only while it holds the writer's lease."""
+        with self._lock:
+            if not self._collection_exists():
+                return 0
+            if self._shared is not None:
+                return self._shared.remove_own_leftovers()
+            stale = self._state.orphans(self.client, self._collection)
+            if stale:
+                log.warning(
+                    "reconcile: removing %d chunks left by an interrupted write", len(stale)
+                )
+                self.client.delete(self._collection, points_selector=stale)
+            return len(stale)
+
+    # ----- reads --------------------------------------------------------------
+
+    def retrieve(self, query_embedding: np.ndarray, top_k: int = 3) -> list[Passage]:
+        """Top-k chunks by cosine similarity, best first.
+
+        A chunk whose document hash is not the docstore's current one (left by a
+        write that crashed or whose clean-up failed) is skipped: deleted or replaced
+        text is never retrievable, whatever Qdrant still holds."""
+        with self._lock:
+            if not self._collection_exists():
+                return []
+            fetch = top_k + (16 if self._needs_reconcile else 2)
+            extra: dict[str, Any] = {}
+            if self._shared is not None:
+                extra["qdrant_filters"] = shared_points.visible_chunks()
+            result = self.vectors.query(
+                VectorStoreQuery(query_embedding=query_embedding.tolist(), similarity_top_k=fetch),
+                **extra,
+            )
+            # A reader without the lease knows only what was there at its start: it
+            # trusts the committed points (Qdrant filtered out unfinished writes).
+            trust_points = not self.writable
+            current = {
+                d: self._state.docstore.get_document_hash(d)
+                for d in {n.ref_doc_id or "" for n in result.nodes or []}
+            }
+        passages = []
+        for node, score in zip(result.nodes or [], result.similarities or [], strict=False):
+            doc_id = node.ref_doc_id or ""
+            known = current.get(doc_id)
+            stale = known is None or known != node.metadata.get(DOC_HASH_KEY)
+            if stale and not trust_points:
+                continue
+            text = node.get_content(metadata_mode=MetadataMode.NONE)
+            passages.append(
+                Passage(
+                    doc_id=doc_id,
+                    chunk_id=node.node_id,
+                    text=text,
+                    score=round(float(score), 6),
+                    content_hash=text_hash(text),
+                )
+            )
+        return passages[:top_k]
+
+    def count_chunks(self) -> int:
+        with self._lock:
+            if not self._collection_exists():
+                return 0
+            shown = shared_points.visible_chunks() if self._shared is not None else None
+            return int(self.client.count(self._collection, count_filter=shown, exact=True).count)

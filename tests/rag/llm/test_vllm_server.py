@@ -1,0 +1,62 @@
+"""The vLLM child's process handling, with a stand-in command (no vLLM needed)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rag.llm.server import VLLMServer
+
+CHATTY = "import sys\nfor i in range(20000): print('x' * 150, i)\n"
+
+
+class ChattyServer(VLLMServer):
+    """Prints 3 MB and exits, as a long-running vLLM logs over days."""
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-c", CHATTY]
+
+
+def test_log_rotates_and_stale_temp_files_go(tmp_path: Path) -> None:
+    stale = tmp_path / "tmp" / "leftover.sock"
+    stale.parent.mkdir(parents=True)
+    stale.touch()
+    server = ChattyServer(
+        tmp_path / "model", "m", 1, tmp_path, log_max_bytes=200_000, log_backups=3
+    )
+    server.start()
+    assert not stale.exists()  # a killed child's sockets are removed before a start
+    deadline = time.monotonic() + 60
+    while server.is_running() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    server.stop()  # joins the log pump
+    logs = sorted(p.name for p in tmp_path.glob("vllm.log*"))
+    assert logs == ["vllm.log", "vllm.log.1", "vllm.log.2", "vllm.log.3"]
+    assert all((tmp_path / name).stat().st_size <= 200_000 for name in logs)
+    assert server.tail(1).endswith(" 19999")  # the newest line is in vllm.log
+
+
+class GreetingServer(VLLMServer):
+    def command(self) -> list[str]:
+        return [sys.executable, "-c", "print('INFO engine ready'); print('second line')"]
+
+
+def test_child_output_joins_the_service_log(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each line of the child's output reaches logger ``vllm`` (the service's own log
+    stream, JSON or text) as well as its rotating file."""
+    caplog.set_level(logging.INFO, logger="vllm")
+    server = GreetingServer(tmp_path / "model", "m", 1, tmp_path)
+    server.start()
+    deadline = time.monotonic() + 60
+    while server.is_running() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    server.stop()
+    lines = [r.getMessage() for r in caplog.records if r.name == "vllm"]
+    assert lines == ["INFO engine ready", "second line"]
+    assert server.tail(2) == "INFO engine ready\nsecond line"
