@@ -33,6 +33,7 @@ FROM builder AS venv-service
 COPY pyproject.toml README.md ./
 COPY api ./api
 COPY rag ./rag
+COPY durable ./durable
 COPY kg ./kg
 COPY warmup ./warmup
 RUN python -m pip install --no-deps --no-build-isolation .
@@ -46,6 +47,7 @@ RUN python -m pip install --no-deps -r requirements-cpu.lock
 COPY pyproject.toml README.md ./
 COPY api ./api
 COPY rag ./rag
+COPY durable ./durable
 COPY kg ./kg
 COPY warmup ./warmup
 RUN python -m pip install --no-deps --no-build-isolation .

@@ -46,7 +46,7 @@ from api.config import Settings
 from api.logs import configure_logging
 from api.schemas import ChatResponse
 from api.tally import IngestTally
-from rag.sample import SUPPORTED_SUFFIXES, DocumentFileError, read_sources
+from rag.knowledge.files import SUPPORTED_SUFFIXES, DocumentFileError, read_sources
 
 if TYPE_CHECKING:
     from api.embedded import EmbeddedService

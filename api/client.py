@@ -23,7 +23,7 @@ from api.schemas import (
     ReadyResponse,
     RegistryResponse,
 )
-from rag.models import DocumentIn
+from rag.knowledge.models import DocumentIn
 from warmup.reports import CycleReport
 
 

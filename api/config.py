@@ -13,8 +13,8 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from api.logs import LogFormat
-from rag.models import DEFAULT_CHUNKING, ChunkingStrategy
-from rag.placement import RoutingPolicy
+from rag.knowledge.models import DEFAULT_CHUNKING, ChunkingStrategy
+from rag.llm.placement import RoutingPolicy
 from warmup.settings import WarmupSettings
 
 _WARMUP = "warmup_"
@@ -171,7 +171,7 @@ class Settings(BaseSettings):
         DEFAULT_CHUNKING,
         description="structure: chunks follow Markdown headings, lists and code blocks, "
         "each embedded with its heading path; sentence: llama-index's sentence splitter "
-        "(rag/chunking.py). A document is re-chunked when it is next ingested.",
+        "(rag/knowledge/chunking.py). A document is re-chunked when it is next ingested.",
     )
     embed_title: bool = Field(
         True,

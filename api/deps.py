@@ -18,12 +18,12 @@ from api.config import Settings
 from api.guards import ChatLimiter
 from api.runtime import Runtime
 from kg.store import KnowledgeGraph
-from rag.bad_cases import BadCaseLog
-from rag.chat import ChatEngine
-from rag.knowledge_base import KnowledgeBase
-from rag.knowledge_service import KnowledgeService
+from rag.chat.bad_cases import BadCaseLog
+from rag.chat.engine import ChatEngine
+from rag.chat.retriever import Retriever
+from rag.knowledge.base import KnowledgeBase
+from rag.knowledge.service import KnowledgeService
 from rag.metrics import ServiceMetrics
-from rag.retriever import Retriever
 from warmup.scheduler import WarmupScheduler
 from warmup.service import WarmupService
 

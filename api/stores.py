@@ -14,11 +14,11 @@ from qdrant_client import QdrantClient
 from api.config import Settings
 from kg.extract import TripleExtractor
 from kg.store import KnowledgeGraph
-from rag.collection import SharedCollection
-from rag.embedding import Embedder
-from rag.graph_sync import GraphSync
-from rag.knowledge_base import KnowledgeBase
-from rag.knowledge_service import KnowledgeService
+from rag.knowledge.base import KnowledgeBase
+from rag.knowledge.collection import SharedCollection
+from rag.knowledge.embedding import Embedder
+from rag.knowledge.graph_sync import GraphSync
+from rag.knowledge.service import KnowledgeService
 
 
 def qdrant_client(settings: Settings) -> QdrantClient:
@@ -31,7 +31,7 @@ def qdrant_client(settings: Settings) -> QdrantClient:
 
 
 def shared_collection(settings: Settings) -> SharedCollection | None:
-    """On a Qdrant server the collection is shared: see ``rag.collection``."""
+    """On a Qdrant server the collection is shared: see ``rag.knowledge.collection``."""
     if not settings.qdrant_is_remote:
         return None
     return SharedCollection(

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 from fastapi.responses import StreamingResponse
 
-from rag.llm import LLMError
+from rag.llm.client import LLMError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

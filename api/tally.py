@@ -9,8 +9,8 @@ from pathlib import Path
 from rich.table import Table
 
 from api.schemas import IngestResponse
-from rag.models import DocumentIn
-from rag.sample import SourceFile
+from rag.knowledge.files import SourceFile
+from rag.knowledge.models import DocumentIn
 
 
 class IngestTally:

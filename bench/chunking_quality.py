@@ -47,12 +47,12 @@ from bench.harness import bench_dir
 from bench.lexical_probe import BM25, COMMAND, FETCH, fuse
 from bench.real_corpus import GitSection, RealSpec, RealWorkload
 from bench.retrieval_quality import RANK_DEPTH, GoldQuestion, Quality, dedupe, score
-from rag.embedding import Embedder, shared_embedder
-from rag.knowledge_base import KnowledgeBase
-from rag.models import ChunkingStrategy, DocumentIn
-from rag.query_text import retrieval_text
-from rag.retriever import Retriever
-from rag.windows import PassageWindows
+from rag.chat.query import retrieval_text
+from rag.chat.retriever import Retriever
+from rag.chat.windows import PassageWindows
+from rag.knowledge.base import KnowledgeBase
+from rag.knowledge.embedding import Embedder, shared_embedder
+from rag.knowledge.models import ChunkingStrategy, DocumentIn
 
 SHAPES = ("sections", "pages")
 STRATEGIES = (ChunkingStrategy.SENTENCE, ChunkingStrategy.STRUCTURE)

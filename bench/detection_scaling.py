@@ -20,7 +20,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.measure import percentile
-from rag.models import ChangeSet, ChunkRecord
+from rag.knowledge.models import ChangeSet, ChunkRecord
 from warmup.detector import ChangeDetector
 from warmup.models import WarmEntry
 from warmup.registry import Registry

@@ -4,7 +4,8 @@ Retrieval sits inside every TTFT, and local mode (qdrant-client with ``path=``) 
 point with numpy on each query. Qdrant Edge (``qdrant-edge-py``) is Qdrant's own engine in
 process, with HNSW and payload indexes. For each store and size this measures insert
 throughput (Edge: upserts, then the blocking ``optimize`` that builds HNSW), search p50/p99 of
-top-10 queries under warmrag's shared-mode filter (``rag.collection.visible_chunks``: a document
+top-10 queries under warmrag's shared-mode filter
+(``rag.knowledge.collection.visible_chunks``: a document
 id, not pending) and without a filter (the embedded default's query), recall@10 of the filtered
 search against exact numpy search, the time to reopen the folder (a restart) and its first
 query, and the process's RSS growth.
@@ -57,7 +58,7 @@ LOCAL_TIMED = 3000  # points local mode inserts through upsert (see the module d
 #: seconds a query at 100k, so it gets fewer than the requested queries (``*_queries`` says).
 SEARCH_BUDGET_S = 90.0
 MIN_QUERIES = 5
-HNSW_M, HNSW_EF_CONSTRUCT = 16, 100  # rag.collection.SharedCollection's defaults
+HNSW_M, HNSW_EF_CONSTRUCT = 16, 100  # rag.knowledge.collection.SharedCollection's defaults
 DOC_ID, STATE, PENDING = "doc_id", "warmrag_state", "pending"
 REPO = Path(__file__).resolve().parent.parent
 Log = Callable[[str], None]
@@ -190,7 +191,7 @@ class LocalStore:
 
 class EdgeStore:
     """A Qdrant Edge shard on a folder: HNSW (warmrag's m/ef_construct), keyword indexes on
-    the filtered keys, as ``rag.collection.ensure_collection`` makes them on a server."""
+    the filtered keys, as ``rag.knowledge.collection.ensure_collection`` makes them on a server."""
 
     timed_points = 1 << 62
 

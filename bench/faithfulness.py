@@ -1,7 +1,7 @@
 """A faithfulness proxy: when an answer cites a passage as [n], does that passage hold
 the gold text?
 
-The prompt asks the model to cite passages by number (``rag.prompt.INSTRUCTION``). On
+The prompt asks the model to cite passages by number (``rag.chat.prompt.INSTRUCTION``). On
 the real corpus each question has a gold paragraph (the first prose paragraph of its
 section, ``bench.real_corpus``), so an answer can be scored without a judge model:
 
@@ -44,8 +44,8 @@ from bench.chunking_quality import corpus
 from bench.harness import MODEL_NAME, bench_dir, service, vllm
 from bench.real_corpus import RealSpec, RealWorkload
 from bench.retrieval_quality import GoldQuestion, gold_text_reaches
-from rag.context_memo import retrieve_context
-from rag.models import ChunkingStrategy
+from rag.chat.memo import retrieve_context
+from rag.knowledge.models import ChunkingStrategy
 
 ANSWER_TOKENS = 96
 _CITATION = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")

@@ -26,11 +26,11 @@ import httpx
 from api.config import Settings
 from api.main import create_app
 from api.server import ThreadedServer, free_port
-from rag.cpu import CpuFeatures, plan_for
-from rag.embedding import shared_embedder
-from rag.llm import TextDelta, VLLMClient
-from rag.model import ensure_chat_model
-from rag.vllm_server import VLLMServer
+from rag.knowledge.embedding import shared_embedder
+from rag.llm.bundled_model import ensure_chat_model
+from rag.llm.client import TextDelta, VLLMClient
+from rag.llm.cpu import CpuFeatures, plan_for
+from rag.llm.server import VLLMServer
 
 REPO = Path(__file__).resolve().parent.parent
 MODEL_NAME = "SmolLM2-135M-Instruct"

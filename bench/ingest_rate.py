@@ -36,13 +36,13 @@ from bench.stage_clock import StageClock, Stopwatch
 from kg.extract import TripleExtractor
 from kg.index import GraphSnapshot
 from kg.store import KnowledgeGraph
-from rag.embedding import Embedder, shared_embedder
-from rag.graph_sync import GraphSync
-from rag.ingest import ChunkEmbedder, build_pipeline, document_hash, to_llama_document
-from rag.kb_state import KBState
-from rag.knowledge_base import KnowledgeBase
-from rag.knowledge_service import KnowledgeService
-from rag.models import DEFAULT_CHUNKING, DocumentIn
+from rag.knowledge.base import KnowledgeBase
+from rag.knowledge.embedding import Embedder, shared_embedder
+from rag.knowledge.graph_sync import GraphSync
+from rag.knowledge.ingest import ChunkEmbedder, build_pipeline, document_hash, to_llama_document
+from rag.knowledge.models import DEFAULT_CHUNKING, DocumentIn
+from rag.knowledge.service import KnowledgeService
+from rag.knowledge.state import KBState
 
 GIT_DOC = Path("/usr/share/doc/git/html")
 DEFAULT_BATCH = 20

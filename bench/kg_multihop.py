@@ -29,7 +29,7 @@ from pathlib import Path
 from bench.harness import bench_dir
 from kg import KnowledgeGraph, SubgraphSelector, Triple
 from kg.paths import PathWeights
-from rag.embedding import Embedder
+from rag.knowledge.embedding import Embedder
 
 PRODUCT_HEADS = [
     "Aquila",
@@ -146,7 +146,7 @@ MODES: dict[str, PathWeights | None] = {
 
 
 def run(world_count: int) -> list[dict[str, float | str]]:
-    from rag.embedding import shared_embedder
+    from rag.knowledge.embedding import shared_embedder
 
     embedder = shared_embedder()
     embedder.warm_up()

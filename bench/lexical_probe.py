@@ -40,9 +40,9 @@ from api.stores import build_knowledge
 from bench.harness import bench_dir
 from bench.real_corpus import RealSpec, RealWorkload
 from bench.retrieval_quality import RANK_DEPTH, GoldQuestion, Quality, dedupe, score
-from rag.embedding import shared_embedder
-from rag.models import DocumentIn
-from rag.query_text import retrieval_text
+from rag.chat.query import retrieval_text
+from rag.knowledge.embedding import shared_embedder
+from rag.knowledge.models import DocumentIn
 
 FETCH = 50
 RRF_K = 60

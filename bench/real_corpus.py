@@ -25,8 +25,8 @@ from bench.apt import AptInstallError, apt_install
 from bench.asciidoc import parse_sections, question_for
 from bench.retrieval_quality import GoldQuestion
 from bench.workload import Topic, request_streams
-from rag.models import doc_id_problem
-from rag.query_text import normalize_query
+from rag.chat.query import normalize_query
+from rag.knowledge.models import doc_id_problem
 
 PACKAGE = "git-doc"
 DOC_ROOT = Path("/usr/share/doc/git/html")

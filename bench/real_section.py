@@ -43,10 +43,10 @@ from bench.retrieval_quality import (
 )
 from bench.scenarios import ScenarioConfig, build_template, measure_floor, run_strategy
 from bench.strategies import OURS, PLAIN
-from rag.embedding import shared_embedder
-from rag.models import DocumentIn
-from rag.query_text import normalize_query
-from rag.retriever import Retriever
+from rag.chat.query import normalize_query
+from rag.chat.retriever import Retriever
+from rag.knowledge.embedding import shared_embedder
+from rag.knowledge.models import DocumentIn
 
 Log = Callable[[str], None]
 

@@ -43,13 +43,13 @@ from bench.harness import (
     service,
 )
 from bench.workload import Workload, WorkloadSpec
-from rag.cpu import CpuFeatures, plan_for
-from rag.embedding import shared_embedder
-from rag.knowledge_base import text_hash
-from rag.model import ensure_chat_model
-from rag.models import Passage
-from rag.prompt import PromptBuilder
-from rag.vllm_server import VLLMServer
+from rag.chat.prompt import PromptBuilder
+from rag.knowledge.base import text_hash
+from rag.knowledge.embedding import shared_embedder
+from rag.knowledge.models import Passage
+from rag.llm.bundled_model import ensure_chat_model
+from rag.llm.cpu import CpuFeatures, plan_for
+from rag.llm.server import VLLMServer
 from warmup.hits import full_blocks, is_warm_hit
 
 KV_GIB = 2  # under the 4 GiB tier: the runs set the warm share themselves

@@ -29,7 +29,7 @@ from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.schema import MetadataMode
 from pydantic import PrivateAttr
 
-from rag.embedding import Embedder
+from rag.knowledge.embedding import Embedder
 
 RANK_DEPTH = 10
 
@@ -137,7 +137,7 @@ def score(
 
 
 class PassageRetriever(Protocol):
-    """What ``rag.retriever.Retriever`` offers the evaluation."""
+    """What ``rag.chat.retriever.Retriever`` offers the evaluation."""
 
     def retrieve(self, question: str, top_k: int = 3) -> Any: ...
 

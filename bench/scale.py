@@ -45,17 +45,17 @@ from bench import detection_scaling, kg_multihop, kg_subgraph
 from bench.harness import bench_dir
 from bench.measure import percentile
 from bench.workload import towns
-from rag.embedding import Embedder, shared_embedder
-from rag.ingest import CHUNK_INDEX_KEY, DOC_HASH_KEY
-from rag.kb_state import KBState
-from rag.knowledge_base import KnowledgeBase
-from rag.models import DocumentIn
+from rag.knowledge.base import KnowledgeBase
+from rag.knowledge.embedding import Embedder, shared_embedder
+from rag.knowledge.ingest import CHUNK_INDEX_KEY, DOC_HASH_KEY
+from rag.knowledge.models import DocumentIn
+from rag.knowledge.state import KBState
 
 #: Per-dimension noise on the copies' embeddings: cosine to the original ~0.96.
 NOISE = 0.015
 INSERT_BATCH = 1000
 COLLECTION = "warmrag"  # the KnowledgeBase's default
-#: The embedded knowledge base's commit point in its folder (``rag.kb_state``).
+#: The embedded knowledge base's commit point in its folder (``rag.knowledge.state``).
 DOCSTORE = "docstore.json"
 INGEST_BATCH = 100  # documents per alternation of pipeline ingest and raw embedding
 WARMUP_QUERIES = 10
@@ -301,7 +301,7 @@ def copies(
     """Points ``start``..``start+count``: the real chunks first, then noisy copies of them.
 
     Copy ``k`` of a chunk belongs to document ``<doc_id>~<k>``, with the same content and so
-    the same content hash; like rag/ingest.py, each node has a SOURCE relationship to its
+    the same content hash; like rag/knowledge/ingest.py, each node has a SOURCE relationship to its
     document (passages come back with their doc_id) and carries that hash and its position.
     """
     index = np.arange(start, start + count)

@@ -29,7 +29,7 @@ from bench.harness import Service, floor_ttft, kv_usage, reset_prefix_cache, ser
 from bench.measure import RequestRecord, summarize
 from bench.strategies import Strategy
 from bench.workload import AnyWorkload, Topic, unrelated_document
-from rag.query_text import normalize_query
+from rag.chat.query import normalize_query
 
 Log = Callable[[str], None]
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from rag.query_text import normalize_query
+from rag.chat.query import normalize_query
 
 _SYLLABLES = [
     "ka", "lor", "ven", "dri", "mo", "sel", "tar", "quin", "bel", "orn", "fa", "zu",

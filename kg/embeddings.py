@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from kg.persist import atomic_write
+from durable import atomic_write
 
 EmbedFn = Callable[[Sequence[str]], np.ndarray]
 """Maps texts to a (len(texts), dim) array of L2-normalized rows."""

@@ -23,11 +23,11 @@ from typing import IO, Any
 
 import networkx as nx
 
+from durable import atomic_write, remove_stale_temps
 from kg.embeddings import EmbeddingTable, EmbedFn, embed_checked
 from kg.index import GraphSnapshot
 from kg.models import EntityInfo, Neighbourhood, Triple, triple_text
 from kg.normalize import EntityNormalizer, default_normalizer, normalize_predicate
-from kg.persist import atomic_write, remove_stale_temps
 
 GRAPH_FILE = "graph.json"
 NODE_VECTORS_FILE = "node_embeddings.npz"

@@ -39,7 +39,8 @@ SCORE_DECIMALS = 6
 
 
 class PassageRef(Protocol):
-    """Anything with the provenance of a retrieved passage (e.g. ``rag.models.Passage``)."""
+    """Anything with the provenance of a retrieved passage
+    (e.g. ``rag.knowledge.models.Passage``)."""
 
     @property
     def doc_id(self) -> str: ...

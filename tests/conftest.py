@@ -26,10 +26,10 @@ from api.config import Settings
 from api.main import create_app
 from api.runtime import Runtime
 from api.server import ThreadedServer, free_port
-from rag.llm.cpu import CpuFeatures, plan_for
 from rag.knowledge.embedding import Embedder, shared_embedder
-from rag.llm.client import LLMEngine
 from rag.llm.bundled_model import ensure_chat_model
+from rag.llm.client import LLMEngine
+from rag.llm.cpu import CpuFeatures, plan_for
 from rag.llm.server import VLLMServer
 from tests.browser import CHROMIUM
 from tests.fakes import FakeEngine

@@ -16,6 +16,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
 
+from rag.chat.prompt import Message
 from rag.llm.client import (
     CacheConfig,
     LLMBadResponseError,
@@ -23,7 +24,6 @@ from rag.llm.client import (
     TextDelta,
     Usage,
 )
-from rag.chat.prompt import Message
 
 
 def tokens_of(messages: Sequence[Message], *, generation_prompt: bool) -> list[str]:

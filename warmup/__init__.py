@@ -21,5 +21,5 @@
 - ``reports``: what each cycle did.
 - ``scheduler``: APScheduler jobs that drive detection, TTL sweeps and hot warmup.
 
-Query keys come from ``rag.query_text.normalize_query``.
+Query keys come from ``rag.chat.query.normalize_query``.
 """

@@ -8,7 +8,7 @@ applies, and the budget's ``reason`` says so.
 
 A single entry may use at most ``per_entry_max_tokens``: the seed's quarter of the
 context window, raised to the largest prefix the prompt builder can produce for the
-chat path's settings (``rag.prompt.PromptShape``), never past what a chat can send.
+chat path's settings (``rag.chat.prompt.PromptShape``), never past what a chat can send.
 The quarter alone (1,024 tokens of a 4,096-token window) is smaller than what
 small-to-big windows give real documents: measured 1,166-1,557 tokens, and every one
 was dropped. The share is a budget rule, not a filter: a longer prefix is warmed as far
@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rag.llm import CacheConfig
-from rag.prompt import PromptShape
+from rag.chat.prompt import PromptShape
+from rag.llm.client import CacheConfig
 from warmup.hits import full_blocks
 
 GIB = 1024**3

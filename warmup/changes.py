@@ -20,10 +20,10 @@ from collections.abc import Callable, Sequence
 
 import anyio
 
-from rag.knowledge_base import KnowledgeBase, text_hash
+from rag.chat.prompt import PromptPrefix
+from rag.knowledge.base import KnowledgeBase, text_hash
+from rag.knowledge.models import ChangeSet
 from rag.metrics import ServiceMetrics
-from rag.models import ChangeSet
-from rag.prompt import PromptPrefix
 from warmup.context import ContextResolver
 from warmup.detector import ChangeDetector
 from warmup.heat import Heat

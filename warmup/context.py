@@ -2,7 +2,7 @@
 
 Retrieval runs in a worker thread (embedding and Qdrant local mode compute there)
 with the query's stored embedding, so nothing is embedded twice. What a stored query
-retrieved is remembered (``rag.context_memo``, the memo chats read too) until a change
+retrieved is remembered (``rag.chat.memo``, the memo chats read too) until a change
 touches its context.
 """
 
@@ -13,10 +13,10 @@ from collections.abc import Sequence
 import anyio
 import numpy as np
 
-from rag.context_memo import ContextMemo, Retrieved, retrieve_context
-from rag.models import ChangeSet
-from rag.prompt import PromptBuilder, PromptPrefix
-from rag.retriever import Retriever
+from rag.chat.memo import ContextMemo, Retrieved, retrieve_context
+from rag.chat.prompt import PromptBuilder, PromptPrefix
+from rag.chat.retriever import Retriever
+from rag.knowledge.models import ChangeSet
 from warmup.registry import Registry
 
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rag.context_memo import SCORE_EPSILON
-from rag.models import ChangeSet
+from rag.chat.memo import SCORE_EPSILON
+from rag.knowledge.models import ChangeSet
 from warmup.registry import EntryIndex, QueryMatrix
 
 

@@ -9,7 +9,7 @@ its cache (``usage.prompt_tokens_details.cached_tokens``).
 
 from __future__ import annotations
 
-from rag.models import WarmState
+from rag.knowledge.models import WarmState
 from warmup.models import WarmEntry
 
 

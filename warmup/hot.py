@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 
-from rag.prompt import PromptPrefix
-from rag.query_text import normalize_query
+from rag.chat.prompt import PromptPrefix
+from rag.chat.query import normalize_query
 from warmup.budget import WarmBudget
 from warmup.context import ContextResolver
 from warmup.heat import Heat

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from rag.prompt import PromptPrefix
+from rag.chat.prompt import PromptPrefix
 from warmup.budget import WarmBudget
 
 #: Characters per token, for estimating a prefix's size before vLLM counts it.

@@ -15,7 +15,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, Field, PrivateAttr, computed_field
 
-from rag.llm import Usage
+from rag.llm.client import Usage
 from warmup.models import DeclineReason, RewarmReason
 
 log = logging.getLogger(__name__)

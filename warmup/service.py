@@ -28,13 +28,13 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 
-from rag.context_memo import ContextMemo, kth_score
-from rag.llm import LLMEngine, Usage
+from rag.chat.memo import ContextMemo, kth_score
+from rag.chat.prompt import PromptBuilder, PromptPrefix
+from rag.chat.query import normalize_query
+from rag.chat.retriever import Retrieval, Retriever
+from rag.knowledge.models import ChangeSet, WarmState
+from rag.llm.client import LLMEngine, Usage
 from rag.metrics import ServiceMetrics
-from rag.models import ChangeSet, WarmState
-from rag.prompt import PromptBuilder, PromptPrefix
-from rag.query_text import normalize_query
-from rag.retriever import Retrieval, Retriever
 from warmup.budget import ChatShape, WarmBudget
 from warmup.changes import ChangeHandler
 from warmup.context import ContextResolver

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from rag.models import ChangeSet, ChunkRecord
+from rag.knowledge.models import ChangeSet, ChunkRecord
 from warmup.models import QueryRecord, WarmEntry
 
 log = logging.getLogger(__name__)

@@ -8,10 +8,10 @@ import math
 import time
 from collections.abc import Callable, Iterable
 
-from rag.chat import ChatActivity
-from rag.llm import LLMEngine, Usage
+from rag.chat.engine import ChatActivity
+from rag.chat.prompt import PromptPrefix
+from rag.llm.client import LLMEngine, Usage
 from rag.metrics import ServiceMetrics
-from rag.prompt import PromptPrefix
 from warmup.budget import WarmBudget
 from warmup.models import DeclineReason, RewarmReason, WarmEntry
 from warmup.registry import Registry

@@ -9,8 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from api.deps import AdminDep, BadCasesDep
 from api.schemas import ADMIN_ERRORS, error_responses
-from rag.bad_cases import BadCaseReason
-from rag.models import WarmState
+from rag.chat.bad_cases import BadCaseReason
+from rag.knowledge.models import WarmState
 
 router = APIRouter(
     prefix="/admin/bad-cases",

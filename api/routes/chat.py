@@ -11,8 +11,8 @@ from api.deps import ChatSlotDep, EngineDep
 from api.guards import StrictJSONRoute
 from api.schemas import CacheOut, ChatRequest, ChatResponse, TimingsOut, chat_responses
 from api.streaming import sse, start_stream
-from rag.chat import ChatResult
-from rag.llm import TextDelta
+from rag.chat.engine import ChatResult
+from rag.llm.client import TextDelta
 
 
 def chat_router(tag: str) -> APIRouter:

@@ -22,8 +22,8 @@ from api.schemas import (
     chat_responses,
 )
 from api.streaming import sse, start_stream
-from rag.chat import ChatResult
-from rag.llm import TextDelta
+from rag.chat.engine import ChatResult
+from rag.llm.client import TextDelta
 
 router = chat_router("openai")
 

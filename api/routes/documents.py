@@ -20,14 +20,14 @@ from api.schemas import (
     IngestResponse,
     error_responses,
 )
-from rag.knowledge_base import DocumentNotFoundError
-from rag.models import DOC_ID_DESCRIPTION, DocId, DocumentIn, duplicate_ids
-from rag.sample import (
+from rag.knowledge.base import DocumentNotFoundError
+from rag.knowledge.files import (
     SUPPORTED_SUFFIXES,
     DocumentFileError,
     UnsupportedFileTypeError,
     documents_from_bytes,
 )
+from rag.knowledge.models import DOC_ID_DESCRIPTION, DocId, DocumentIn, duplicate_ids
 
 router = APIRouter(
     prefix="/admin/documents",

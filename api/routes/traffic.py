@@ -8,7 +8,7 @@ from fastapi import APIRouter, HTTPException, Query, status
 
 from api.deps import AdminDep, MetricsDep
 from api.schemas import ADMIN_ERRORS, error_responses
-from rag.timeline import TrafficSummary
+from rag.chat.timeline import TrafficSummary
 
 router = APIRouter(
     prefix="/admin/traffic",

@@ -26,8 +26,8 @@ from enum import StrEnum
 
 import numpy as np
 
-from rag.knowledge.models import WarmState
 from rag.chat.query import normalize_query
+from rag.knowledge.models import WarmState
 
 
 class BadCaseReason(StrEnum):

@@ -13,6 +13,10 @@ import anyio
 
 from rag.chat.bad_cases import BadCaseLog
 from rag.chat.memo import ContextMemo, Retrieved, retrieve_context
+from rag.chat.prompt import Message, PromptBuilder, PromptPrefix
+from rag.chat.query import normalize_query
+from rag.chat.retriever import Fact, Retrieval, Retriever
+from rag.knowledge.models import Passage, WarmState
 from rag.llm.client import (
     LLMBadResponseError,
     LLMEngine,
@@ -23,10 +27,6 @@ from rag.llm.client import (
     Usage,
 )
 from rag.metrics import ServiceMetrics
-from rag.knowledge.models import Passage, WarmState
-from rag.chat.prompt import Message, PromptBuilder, PromptPrefix
-from rag.chat.query import normalize_query
-from rag.chat.retriever import Fact, Retrieval, Retriever
 
 
 class ChatObserver(Protocol):

@@ -33,9 +33,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rag.knowledge.models import ChangeSet
 from rag.chat.prompt import PromptBuilder, PromptPrefix
 from rag.chat.retriever import Retrieval, Retriever
+from rag.knowledge.models import ChangeSet
 
 #: Stored scores are rounded to 6 places: a chunk that ties the k-th passage (e.g. that
 #: very passage) must not count as entering.

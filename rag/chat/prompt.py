@@ -14,8 +14,8 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from rag.llm.alignment import BlockAligner
 from rag.knowledge.models import Passage
+from rag.llm.alignment import BlockAligner
 
 Message = dict[str, str]
 TripleText = tuple[str, str, str]

@@ -9,10 +9,10 @@ from typing import Protocol
 
 import numpy as np
 
-from rag.knowledge.base import KnowledgeBase
-from rag.knowledge.models import Passage
 from rag.chat.query import retrieval_text
 from rag.chat.windows import PassageWindows
+from rag.knowledge.base import KnowledgeBase
+from rag.knowledge.models import Passage
 
 
 class Fact(Protocol):

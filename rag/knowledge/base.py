@@ -30,7 +30,7 @@ from llama_index.core.vector_stores.types import VectorStoreQuery
 from llama_index.vector_stores.qdrant import QdrantVectorStore
 from qdrant_client import QdrantClient
 
-from kg.persist import remove_stale_temps
+from durable import remove_stale_temps
 from rag.knowledge import collection as shared_points
 from rag.knowledge.collection import CollectionScan, SharedCollection
 from rag.knowledge.embedding import Embedder
@@ -42,7 +42,6 @@ from rag.knowledge.ingest import (
     document_hash,
     to_llama_document,
 )
-from rag.knowledge.state import KBState
 from rag.knowledge.models import (
     DEFAULT_CHUNKING,
     ChangeSet,
@@ -52,6 +51,7 @@ from rag.knowledge.models import (
     Passage,
 )
 from rag.knowledge.shared_writer import SharedWriter
+from rag.knowledge.state import KBState
 
 log = logging.getLogger(__name__)
 

@@ -14,9 +14,9 @@ import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from durable import atomic_write, remove_stale_temps
 from kg.extract import TripleExtractor
 from kg.models import Triple, supplied_triples
-from kg.persist import atomic_write, remove_stale_temps
 from kg.store import KnowledgeGraph
 from rag.knowledge.base import KnowledgeBase
 from rag.knowledge.models import ChangeSet

@@ -213,7 +213,8 @@ FORMAT_KEY = "markup"
 #: HTML files are read into Markdown (``rag.knowledge.readers``); HTML sent as text through the API
 #: with such an id is parsed as Markdown as it stands (its tags become HTML blocks).
 MARKDOWN_SUFFIXES = (".md", ".markdown", ".html", ".htm")
-#: Metadata keys warmrag writes on every chunk (``rag.knowledge.ingest``, ``rag.knowledge.chunking``).
+#: Metadata keys warmrag writes on every chunk (``rag.knowledge.ingest``,
+#: ``rag.knowledge.chunking``).
 RESERVED_METADATA_KEYS = ("doc_hash", "chunk_index", "heading_path")
 
 

@@ -23,9 +23,9 @@ from collections.abc import Callable, Sequence
 
 import anyio
 
+from rag.knowledge.base import KnowledgeBase
 from rag.knowledge.faults import checkpoint
 from rag.knowledge.graph_sync import GraphSync
-from rag.knowledge.base import KnowledgeBase
 from rag.knowledge.models import ChangeSet, DocumentIn
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ from llama_index.core.schema import BaseNode
 from qdrant_client import QdrantClient
 from qdrant_client import models as qm
 
-from kg.persist import atomic_write
+from durable import atomic_write
 from rag.knowledge import collection as points
 from rag.knowledge.collection import CollectionScan, SharedCollection
 from rag.knowledge.embedding import EMBEDDING_DIM
@@ -26,7 +26,8 @@ log = logging.getLogger(__name__)
 
 
 class SharedWriter:
-    """Owns the lease and the point-level protocol of ``rag.knowledge.collection`` for one instance."""
+    """Owns the lease and the point-level protocol of ``rag.knowledge.collection`` for one
+    instance."""
 
     def __init__(
         self, client: QdrantClient, collection: str, config: SharedCollection, data_dir: Path

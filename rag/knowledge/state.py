@@ -17,7 +17,7 @@ from llama_index.core.vector_stores.utils import metadata_dict_to_node
 from qdrant_client import QdrantClient
 from qdrant_client.models import ExtendedPointId
 
-from kg.persist import atomic_write
+from durable import atomic_write
 from rag.knowledge.collection import CollectionScan
 from rag.knowledge.ingest import DOC_HASH_KEY
 

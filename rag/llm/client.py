@@ -14,12 +14,12 @@ from typing import Any, Protocol
 
 import httpx
 
+from rag.chat.prompt import Message
 from rag.llm.errors import LLMBadResponseError as LLMBadResponseError
 from rag.llm.errors import LLMError as LLMError
 from rag.llm.errors import LLMRequestError as LLMRequestError
 from rag.llm.errors import LLMTimeoutError as LLMTimeoutError
 from rag.llm.errors import LLMUnavailableError as LLMUnavailableError
-from rag.chat.prompt import Message
 from rag.llm.server_metrics import VLLMMetrics, parse_vllm_metrics
 
 log = logging.getLogger(__name__)

@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
+from rag.chat.prompt import Message, fingerprint_of, prefix_messages_of
 from rag.llm.client import (
     CacheConfig,
     LLMEngine,
@@ -29,7 +30,6 @@ from rag.llm.client import (
     TextDelta,
     Usage,
 )
-from rag.metrics import ServiceMetrics
 from rag.llm.placement import (
     PrefixRouter,
     ReplicaSnapshot,
@@ -39,7 +39,7 @@ from rag.llm.placement import (
     Transition,
     TransitionKind,
 )
-from rag.chat.prompt import Message, fingerprint_of, prefix_messages_of
+from rag.metrics import ServiceMetrics
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -18,9 +18,9 @@ from pathlib import Path
 
 from api.config import Settings
 from api.runtime import Runtime
+from rag.knowledge.base import DocumentNotFoundError
 from rag.knowledge.embedding import shared_embedder
 from rag.knowledge.faults import KILL_AT_ENV
-from rag.knowledge.base import DocumentNotFoundError
 from rag.knowledge.models import DocumentIn
 from tests.fakes import FakeEngine
 

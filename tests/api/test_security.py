@@ -20,8 +20,8 @@ import pytest
 from asgi_correlation_id import CorrelationIdFilter
 
 from api.config import Settings
-from rag.llm.client import TextDelta, Usage
 from rag.chat.prompt import Message
+from rag.llm.client import TextDelta, Usage
 from tests.conftest import ADMIN_TOKEN, Service, error_body
 from tests.fakes import FakeEngine
 

@@ -29,8 +29,8 @@ from bench.retrieval_quality import (
 )
 from bench.scenarios import changed_towns
 from bench.workload import AnyWorkload, Topic, Workload, WorkloadSpec, towns
-from rag.knowledge.models import doc_id_problem
 from rag.chat.query import normalize_query
+from rag.knowledge.models import doc_id_problem
 
 FILLER = " ".join(f"word{i}" for i in range(60))
 

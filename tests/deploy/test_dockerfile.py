@@ -267,4 +267,4 @@ def test_dockerignore_keeps_state_and_venvs_out() -> None:
         if line.strip() and not line.startswith("#")
     }
     assert {".git", ".venv", "data"} <= ignored
-    assert not ignored & {"api", "rag", "kg", "warmup", "README.md", "pyproject.toml"}
+    assert not ignored & {"api", "rag", "kg", "durable", "warmup", "README.md", "pyproject.toml"}

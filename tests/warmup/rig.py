@@ -12,13 +12,13 @@ import anyio
 from qdrant_client import QdrantClient
 
 from rag.chat.engine import ChatEngine, ChatResult
-from rag.knowledge.embedding import Embedder
-from rag.knowledge.base import KnowledgeBase
-from rag.metrics import ServiceMetrics
-from rag.knowledge.models import ChangeSet, DocumentIn
 from rag.chat.prompt import PromptBuilder, PromptShape
 from rag.chat.query import normalize_query
 from rag.chat.retriever import Retriever
+from rag.knowledge.base import KnowledgeBase
+from rag.knowledge.embedding import Embedder
+from rag.knowledge.models import ChangeSet, DocumentIn
+from rag.metrics import ServiceMetrics
 from tests.fakes import FakeEngine, tokens_of
 from warmup.budget import ChatShape
 from warmup.models import WarmEntry

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from rag.knowledge.embedding import Embedder
 from rag.chat.query import normalize_query
+from rag.knowledge.embedding import Embedder
 from tests.warmup.rig import DOCS, QUESTIONS, make_rig
 from warmup.heat import Heat
 from warmup.jobs import JobQueue

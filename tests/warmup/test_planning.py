@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from rag.llm.client import CacheConfig
-from rag.knowledge.models import ChangeSet, ChunkRecord, Passage
 from rag.chat.prompt import PromptBuilder
+from rag.knowledge.models import ChangeSet, ChunkRecord, Passage
+from rag.llm.client import CacheConfig
 from warmup.budget import GIB, WarmBudget, tier_share
 from warmup.detector import ChangeDetector
 from warmup.planner import Candidate, Incumbent, WarmupPlanner

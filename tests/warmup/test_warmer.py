@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 
 from rag.chat.engine import ChatActivity
-from rag.metrics import ServiceMetrics
 from rag.chat.prompt import PromptBuilder
+from rag.metrics import ServiceMetrics
 from tests.fakes import FakeEngine
 from warmup.warmer import Warmer
 

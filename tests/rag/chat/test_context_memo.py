@@ -9,9 +9,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from rag.chat.memo import ContextMemo, Retrieved
-from rag.knowledge.models import ChangeSet, ChunkRecord, Passage
 from rag.chat.prompt import PromptBuilder
 from rag.chat.retriever import Retrieval
+from rag.knowledge.models import ChangeSet, ChunkRecord, Passage
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """The prompt builder decides what vLLM can reuse: its layout is tested exactly."""
 
-from rag.knowledge.models import Passage
 from rag.chat.prompt import INSTRUCTION, PromptBuilder
+from rag.knowledge.models import Passage
 
 
 def passage(chunk_id: str, text: str, score: float = 0.5) -> Passage:

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from qdrant_client import QdrantClient
 
-from rag.knowledge.embedding import Embedder
-from rag.knowledge.base import KnowledgeBase
-from rag.knowledge.models import DocumentIn
 from rag.chat.query import normalize_query, retrieval_text
 from rag.chat.retriever import Retriever
+from rag.knowledge.base import KnowledgeBase
+from rag.knowledge.embedding import Embedder
+from rag.knowledge.models import DocumentIn
 
 DOCS = [
     DocumentIn(id="curie", text="Marie Curie discovered polonium and radium in Paris."),

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from rag.knowledge.base import StoredChunk
-from rag.knowledge.models import Passage
 from rag.chat.prompt import PromptBuilder
 from rag.chat.windows import PassageWindows, join_chunks
+from rag.knowledge.base import StoredChunk
+from rag.knowledge.models import Passage
 
 WORDS = [f"w{i}" for i in range(100)]
 TEXT = " ".join(WORDS)

@@ -16,6 +16,7 @@ from llama_index.core.schema import MetadataMode, TextNode
 from pydantic import ValidationError
 from qdrant_client import QdrantClient
 
+from rag.knowledge.base import KnowledgeBase
 from rag.knowledge.chunking import (
     HEADING_PATH_KEY,
     StructureSplitter,
@@ -24,7 +25,6 @@ from rag.knowledge.chunking import (
 )
 from rag.knowledge.embedding import Embedder
 from rag.knowledge.ingest import build_pipeline, document_hash, to_llama_document
-from rag.knowledge.base import KnowledgeBase
 from rag.knowledge.models import ChunkingStrategy, DocumentFormat, DocumentIn, document_format
 
 STRUCTURE, SENTENCE = ChunkingStrategy.STRUCTURE, ChunkingStrategy.SENTENCE

@@ -11,9 +11,9 @@ from qdrant_client import QdrantClient
 
 from kg import KnowledgeGraph, TripleExtractor
 from kg.models import Triple
+from rag.knowledge.base import KnowledgeBase
 from rag.knowledge.embedding import Embedder
 from rag.knowledge.graph_sync import GraphSync
-from rag.knowledge.base import KnowledgeBase
 from rag.knowledge.models import DocumentIn
 
 DOCS = [

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from qdrant_client import QdrantClient
 
-from rag.knowledge.embedding import Embedder
 from rag.knowledge.base import DocumentNotFoundError, KnowledgeBase
+from rag.knowledge.embedding import Embedder
 from rag.knowledge.models import DocumentIn
 
 CURIE = DocumentIn(id="curie", text="Marie Curie discovered polonium and radium in Paris.")

@@ -8,8 +8,8 @@ import pytest
 from pypdf import PdfWriter
 from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
 
-from rag.knowledge.readers import UnreadableFileError, read_text_file
 from rag.knowledge.files import DocumentFileError, documents_from_file
+from rag.knowledge.readers import UnreadableFileError, read_text_file
 
 HTML = b"""<!doctype html><html><head><title>The Zorn</title>
 <style>p { color: red }</style><script>var x = "not text";</script></head>

@@ -12,9 +12,9 @@ from qdrant_client import QdrantClient
 from qdrant_client import models as qm
 
 from rag.knowledge import collection as shared_points
+from rag.knowledge.base import KnowledgeBase
 from rag.knowledge.collection import SharedCollection
 from rag.knowledge.embedding import EMBEDDING_DIM, Embedder
-from rag.knowledge.base import KnowledgeBase
 from rag.knowledge.lease import LEASE_POINT_ID, CollectionLease, CollectionLeasedError
 from rag.knowledge.models import DocumentIn
 

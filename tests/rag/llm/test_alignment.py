@@ -7,8 +7,8 @@ from collections.abc import Callable, Sequence
 
 import httpx
 
-from rag.llm.alignment import PAD_UNIT, BlockAligner, VLLMTokenCounter, padded
 from rag.chat.prompt import PromptBuilder
+from rag.llm.alignment import PAD_UNIT, BlockAligner, VLLMTokenCounter, padded
 
 Message = dict[str, str]
 

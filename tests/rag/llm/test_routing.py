@@ -8,11 +8,11 @@ from collections.abc import Sequence
 
 import pytest
 
-from rag.llm.client import CacheConfig, LLMUnavailableError, TextDelta, Usage
-from rag.metrics import ServiceMetrics
-from rag.llm.placement import AffinityMemory, PrefixRouter, ReplicaStatus, RouteKind, load_weight
 from rag.chat.prompt import Message, fingerprint_of
+from rag.llm.client import CacheConfig, LLMUnavailableError, TextDelta, Usage
+from rag.llm.placement import AffinityMemory, PrefixRouter, ReplicaStatus, RouteKind, load_weight
 from rag.llm.pool import Replica, ReplicaConfigError, ReplicaPool, RoutingPolicy, Transition
+from rag.metrics import ServiceMetrics
 from tests.fakes import FakeEngine
 
 GIB = 1024**3

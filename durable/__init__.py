@@ -1,4 +1,6 @@
-"""Crash-safe file replacement: a reader sees the old file or the new one, never half of one."""
+"""Crash-safe file replacement, for every layer that persists a file (the graph, the
+knowledge base's state, the shared-writer id): a reader sees the old file or the new one,
+never half of one."""
 
 from __future__ import annotations
 
