@@ -29,7 +29,6 @@ os.environ.setdefault(
     ),
 )
 
-import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -290,7 +289,7 @@ def status(url: UrlOption = None) -> None:
     state = "[green]ready[/green]" if ready.ready else f"[yellow]{ready.phase}[/yellow]"
     out.print(f"service    {state}" + (f" ({ready.detail})" if ready.detail else ""))
     extra = ready.extra
-    out.print(f"documents  {extra.get('documents', '?')} (version {extra.get('kb_version', '?')})")
+    out.print(f"documents  {extra.documents} (version {extra.kb_version})")
     out.print(f"hit rate   {'-' if hit_ratio is None else f'{hit_ratio:.0%}'} of chats since start")
     if registry is None:
         out.print("registry   (set WARMRAG_ADMIN_TOKEN to see it)")
@@ -345,37 +344,6 @@ def ask(
         f"cache   {warm_state}: {cache.cached_tokens} of {cache.prompt_tokens} prompt tokens "
         f"cached; first token after {timings.ttft_ms:.0f} ms"
     )
-
-
-@app.command(
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-)
-def bench(ctx: typer.Context) -> None:
-    """Run the benchmark suite.
-
-    It runs from a checkout of warmrag; its arguments pass through (warmrag bench
-    --quick), and its exit status comes back (non-zero when a section failed)."""
-    root = Path(__file__).resolve().parent.parent
-    if not (root / "bench" / "__main__.py").is_file():
-        raise _fail("the benchmark suite runs from a checkout of warmrag (bench/ is not here)")
-    code = _wait_through_ctrl_c(
-        subprocess.Popen([sys.executable, "-m", "bench", *ctx.args], cwd=root)
-    )
-    if code:
-        raise typer.Exit(code)
-
-
-def _wait_through_ctrl_c(child: subprocess.Popen[bytes]) -> int:
-    """The child's exit status. A Ctrl-C reaches the suite too, which then stops its
-    vLLM and writes the report of what it measured; ``subprocess.call`` would kill it
-    a quarter of a second in, so keep waiting (it exits 130 once the report is out).
-    A child killed by signal N ends this command with 128 + N, as a shell reports it."""
-    while True:
-        try:
-            code = child.wait()
-        except KeyboardInterrupt:
-            continue
-        return code if code >= 0 else 128 - code
 
 
 def main(argv: Sequence[str] | None = None) -> int:

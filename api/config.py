@@ -302,7 +302,3 @@ class Settings(BaseSettings):
     @property
     def qdrant_path(self) -> Path:
         return self.data_dir / "qdrant"
-
-    @property
-    def tmp_dir(self) -> Path:
-        return self.data_dir / "tmp"

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from collections.abc import AsyncIterator, Callable
-from typing import Annotated, Any
+from collections.abc import AsyncIterator
+from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from api.config import Settings
 from api.guards import ChatLimiter
+from api.metrics import ServiceMetrics
 from api.runtime import Runtime
 from kg.store import KnowledgeGraph
 from rag.chat.bad_cases import BadCaseLog
@@ -23,7 +24,6 @@ from rag.chat.engine import ChatEngine
 from rag.chat.retriever import Retriever
 from rag.knowledge.base import KnowledgeBase
 from rag.knowledge.service import KnowledgeService
-from rag.metrics import ServiceMetrics
 from warmup.scheduler import WarmupScheduler
 from warmup.service import WarmupService
 
@@ -36,21 +36,48 @@ def get_runtime(request: Request) -> Runtime:
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 
 
-def _part(name: str) -> Callable[[Runtime], Any]:
-    """A dependency that returns the runtime's attribute ``name``."""
+def get_settings(runtime: RuntimeDep) -> Settings:
+    return runtime.settings
 
-    def get(runtime: RuntimeDep) -> Any:
-        return getattr(runtime, name)
 
-    get.__name__ = f"get_{name}"
-    return get
+def get_engine(runtime: RuntimeDep) -> ChatEngine:
+    return runtime.engine
+
+
+def get_kb(runtime: RuntimeDep) -> KnowledgeBase:
+    return runtime.kb
+
+
+def get_knowledge(runtime: RuntimeDep) -> KnowledgeService:
+    return runtime.knowledge
+
+
+def get_graph(runtime: RuntimeDep) -> KnowledgeGraph:
+    return runtime.graph
+
+
+def get_retriever(runtime: RuntimeDep) -> Retriever:
+    return runtime.retriever
+
+
+def get_metrics(runtime: RuntimeDep) -> ServiceMetrics:
+    return runtime.metrics
+
+
+def get_bad_cases(runtime: RuntimeDep) -> BadCaseLog:
+    return runtime.bad_cases
+
+
+def get_scheduler(runtime: RuntimeDep) -> WarmupScheduler | None:
+    """None until start-up has started the scheduler."""
+    return runtime.scheduler
 
 
 def get_warmup(runtime: RuntimeDep) -> WarmupService:
     """The warmup service once it runs: 409 while warmup is off, 503 before it started."""
     if runtime.warmup is None:
         raise HTTPException(status.HTTP_409_CONFLICT, "warmup is disabled (WARMRAG_WARMUP_ENABLED)")
-    if runtime.warmup.budget is None:
+    if not runtime.warmup.started:
         raise HTTPException(
             status.HTTP_503_SERVICE_UNAVAILABLE,
             f"warmup is not started yet ({runtime.phase.value})",
@@ -59,16 +86,15 @@ def get_warmup(runtime: RuntimeDep) -> WarmupService:
     return runtime.warmup
 
 
-SettingsDep = Annotated[Settings, Depends(_part("settings"))]
-EngineDep = Annotated[ChatEngine, Depends(_part("engine"))]
-KBDep = Annotated[KnowledgeBase, Depends(_part("kb"))]
-KnowledgeDep = Annotated[KnowledgeService, Depends(_part("knowledge"))]
-GraphDep = Annotated[KnowledgeGraph, Depends(_part("graph"))]
-RetrieverDep = Annotated[Retriever, Depends(_part("retriever"))]
-MetricsDep = Annotated[ServiceMetrics, Depends(_part("metrics"))]
-BadCasesDep = Annotated[BadCaseLog, Depends(_part("bad_cases"))]
-#: None until start-up has started the scheduler.
-SchedulerDep = Annotated[WarmupScheduler | None, Depends(_part("scheduler"))]
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+EngineDep = Annotated[ChatEngine, Depends(get_engine)]
+KBDep = Annotated[KnowledgeBase, Depends(get_kb)]
+KnowledgeDep = Annotated[KnowledgeService, Depends(get_knowledge)]
+GraphDep = Annotated[KnowledgeGraph, Depends(get_graph)]
+RetrieverDep = Annotated[Retriever, Depends(get_retriever)]
+MetricsDep = Annotated[ServiceMetrics, Depends(get_metrics)]
+BadCasesDep = Annotated[BadCaseLog, Depends(get_bad_cases)]
+SchedulerDep = Annotated[WarmupScheduler | None, Depends(get_scheduler)]
 WarmupDep = Annotated[WarmupService, Depends(get_warmup)]
 
 # ----- authentication ---------------------------------------------------------------------

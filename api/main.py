@@ -23,6 +23,7 @@ from prometheus_fastapi_instrumentator import Instrumentator
 from api.config import Settings
 from api.deps import ApiKeyDep
 from api.guards import BodySizeLimit, ChatLimiter
+from api.metrics import ServiceMetrics
 from api.openai_errors import OpenAIErrors, is_openai_path, openai_error
 from api.routes import (
     bad_cases,
@@ -40,7 +41,6 @@ from api.runtime import Runtime
 from rag.knowledge.embedding import Embedder
 from rag.knowledge.lease import CollectionLeasedError
 from rag.llm.client import LLMEngine, LLMError
-from rag.metrics import ServiceMetrics
 
 log = logging.getLogger(__name__)
 
@@ -75,10 +75,12 @@ def create_app(
     settings: Settings | None = None,
     embedder: Embedder | None = None,
     llm: LLMEngine | None = None,
+    metrics: ServiceMetrics | None = None,
 ) -> FastAPI:
-    """``llm`` replaces the vLLM client (tests pass a fake engine); nothing else differs."""
+    """``llm`` replaces the vLLM client (tests pass a fake engine, or a pool of them
+    built with ``metrics``, the registry the app then serves); nothing else differs."""
     settings = settings or Settings()
-    metrics = ServiceMetrics()  # shared by the runtime and the HTTP instrumentation
+    metrics = metrics or ServiceMetrics()  # shared by the runtime and the HTTP instrumentation
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 from api.config import Settings
 from rag.llm.client import LLMEngine, VLLMClient
+from rag.llm.metrics import ReplicaMetrics
 from rag.llm.pool import Replica, ReplicaPool
 from rag.llm.probe import ProbeResult, probe
 from warmup.service import WarmupService
@@ -30,8 +31,9 @@ def replica_name(url: str) -> str:
     return parts.netloc or url
 
 
-def build_llm(settings: Settings, urls: list[str]) -> LLMEngine:
-    """A client for one vLLM server, or a prefix-routed pool over several."""
+def build_llm(settings: Settings, urls: list[str], metrics: ReplicaMetrics) -> LLMEngine:
+    """A client for one vLLM server, or a prefix-routed pool over several (reporting
+    to ``metrics``)."""
     clients = [VLLMClient(u, settings.served_model_name, settings.llm_timeout_s) for u in urls]
     if len(clients) == 1:
         return clients[0]
@@ -41,6 +43,7 @@ def build_llm(settings: Settings, urls: list[str]) -> LLMEngine:
         policy=settings.router_policy,
         burst_headroom=settings.router_burst_headroom,
         down_after_checks=settings.replica_down_after_checks,
+        metrics=metrics,
     )
 
 

@@ -18,12 +18,14 @@ import anyio
 import numpy as np
 
 from api.config import Settings
+from api.metrics import ServiceMetrics
 from api.replicas import ReplicaWatch, build_llm, probe_all
 from api.stores import build_knowledge
 from kg.paths import DEFAULT_WEIGHTS
 from kg.subgraph import SubgraphSelector
 from rag.chat.bad_cases import BadCaseLog
-from rag.chat.engine import ChatEngine
+from rag.chat.change_rule import ChangeRule
+from rag.chat.engine import ChatActivity, ChatEngine
 from rag.chat.memo import ContextMemo
 from rag.chat.prompt import PromptBuilder, PromptShape
 from rag.chat.retriever import Retriever
@@ -39,7 +41,6 @@ from rag.llm.pool import ReplicaPool
 from rag.llm.probe import VLLMSetupError
 from rag.llm.server import VLLMNotInstalledError, VLLMServer, require_vllm_cpu
 from rag.llm.supervisor import VLLMSupervisor
-from rag.metrics import ServiceMetrics
 from warmup.budget import ChatShape
 from warmup.scheduler import WarmupScheduler
 from warmup.service import WarmupService
@@ -100,7 +101,6 @@ class Runtime:
             else None
         )
         self.retriever = Retriever(self.kb, self.selector, s.kg_max_triples, windows)
-        self.builder = PromptBuilder()  # its aligner comes with the LLM, below
 
         self.cpu_plan: VLLMCpuPlan | None = None
         self.vllm_server: VLLMServer | None = None
@@ -132,29 +132,35 @@ class Runtime:
                 backoff_max_s=s.vllm_restart_backoff_max_s,
             )
         urls = s.vllm_urls or [self.vllm_server.url if self.vllm_server else ""]
-        self.llm: LLMEngine = llm or build_llm(s, urls)
-        if s.prefix_block_align and urls[0]:
-            # The block size is known once vLLM is up (``_start_up``).
-            counter = VLLMTokenCounter(urls[0], s.served_model_name)
-            self.builder.aligner = BlockAligner(counter)
+        self.llm: LLMEngine = llm or build_llm(s, urls, self.metrics.replicas)
         self.pool = self.llm if isinstance(self.llm, ReplicaPool) else None
-        if self.pool is not None:
-            self.pool.use_metrics(self.metrics)
+        # The aligner learns vLLM's block size from vLLM itself once it is up.
+        aligner = (
+            BlockAligner(VLLMTokenCounter(urls[0], s.served_model_name))
+            if s.prefix_block_align and urls[0]
+            else None
+        )
+        self.builder = PromptBuilder(aligner=aligner)
 
         self.memo = ContextMemo(
             s.context_memo_max_entries,
-            fact_vectors=self._fact_vectors if s.kg_max_triples else None,
-            max_facts=s.kg_max_triples,
-            min_fact_score=self.selector.min_score,
-            fact_gain=self.selector.max_gain,
-            fact_entities=self._fact_entities if s.kg_path_aware else None,
+            rule=ChangeRule(
+                fact_vectors=self._fact_vectors if s.kg_max_triples else None,
+                fact_entities=self._fact_entities if s.kg_path_aware else None,
+                max_facts=s.kg_max_triples,
+                min_fact_score=self.selector.min_score,
+                fact_gain=self.selector.max_gain,
+            ),
         )
         self.bad_cases = BadCaseLog(s.bad_case_ttft_ms, s.bad_case_max_entries)
+        self.activity = ChatActivity()
+        self.warmup: WarmupService | None = self._build_warmup() if s.warmup.enabled else None
+        self.scheduler: WarmupScheduler | None = None
         self.engine = ChatEngine(
             self.retriever,
             self.builder,
             self.llm,
-            self.metrics,
+            self.metrics.chat,
             max_tokens=s.max_tokens,
             temperature=s.temperature,
             deadline_s=s.chat_deadline_s,
@@ -162,12 +168,9 @@ class Runtime:
             memo=self.memo,
             memo_top_k=s.top_k,
             bad_cases=self.bad_cases,
+            observer=self.warmup,
+            activity=self.activity,
         )
-        self.warmup: WarmupService | None = None
-        self.scheduler: WarmupScheduler | None = None
-        if s.warmup.enabled:
-            self.warmup = self._build_warmup()
-            self.engine.observer = self.warmup
         self.replica_watch: ReplicaWatch | None = None
         if self.pool is not None:
             self.replica_watch = ReplicaWatch(
@@ -181,8 +184,8 @@ class Runtime:
         s = self.settings
         warmer = Warmer(
             self.llm,
-            self.engine.activity,
-            self.metrics,
+            self.activity,
+            self.metrics.warmup,
             max_concurrency=s.warmup.max_concurrency,
             busy_share=s.warmup.busy_share,
         )
@@ -194,7 +197,7 @@ class Runtime:
             self.builder,
             self.llm,
             warmer,
-            self.metrics,
+            self.metrics.warmup,
             top_k=s.top_k,
             chat_shape=ChatShape(
                 context_window=s.vllm_max_model_len,
@@ -227,19 +230,14 @@ class Runtime:
 
     def _on_kb_change(self, change: ChangeSet) -> None:
         """Every ingest and delete ends here: metrics now, warmup's detector later."""
-        self.metrics.ingested_documents.labels("added").inc(len(change.added))
-        self.metrics.ingested_documents.labels("updated").inc(len(change.updated))
-        self.metrics.ingested_documents.labels("unchanged").inc(len(change.unchanged))
-        self.metrics.ingested_documents.labels("deleted").inc(len(change.deleted))
+        self.metrics.knowledge.record_change(change)
         self.refresh_kb_metrics()
+        self.memo.forget([change])  # the contexts the change can have moved
         if self.warmup is not None:
-            self.warmup.notify_change(change)  # it forgets the contexts the change moved
-        else:
-            self.memo.forget([change])
+            self.warmup.notify_change(change)
 
     def refresh_kb_metrics(self) -> None:
-        self.metrics.documents.set(len(self.kb.document_ids()))
-        self.metrics.kb_version.set(self.kb.version)
+        self.metrics.knowledge.record_size(len(self.kb.document_ids()), self.kb.version)
 
     # ----- lifecycle ------------------------------------------------------------------
 
@@ -280,8 +278,6 @@ class Runtime:
                     result.cached_tokens,
                     result.prompt_tokens,
                 )
-            if self.builder.aligner is not None:
-                self.builder.aligner.block_size = (await self.llm.cache_config()).block_size
             if self.replica_watch is not None:
                 self.replica_watch.restore_placements()
             if self.warmup is not None:
@@ -350,7 +346,7 @@ class Runtime:
             if self.warmup is not None:
                 await self.warmup.start()  # counts the cold start; hottest entries first
             else:
-                self.metrics.cold_starts.inc()
+                self.metrics.warmup.cold_starts.inc()
         except Exception:
             log.exception("re-warming after the vLLM restart failed; chats go on cold")
         self.phase = Phase.READY

@@ -19,9 +19,9 @@ from pydantic import (
     model_validator,
 )
 
-from rag.knowledge.models import CleanText, DocumentIn, Passage, WarmState, duplicate_ids
-from warmup.models import DeclineReason
-from warmup.reports import CycleReport
+from rag.chat.results import CacheInfo, Timings
+from rag.knowledge.models import CleanText, DocumentIn, Passage, duplicate_ids
+from warmup.view import WarmupView
 
 MAX_QUESTION_CHARS = 2000
 MAX_DOCUMENTS_PER_REQUEST = 1000
@@ -51,42 +51,12 @@ class ChatRequest(_Strict):
     top_k: int = Field(3, ge=1, le=20)
 
 
-class CacheOut(BaseModel):
-    prompt_tokens: int
-    cached_tokens: int
-    warm_hit: bool
-    warm_state: WarmState = Field(
-        WarmState.COLD,
-        description="hit: served from a warm prefix; evicted: the prefix was registered "
-        "warm but vLLM no longer had all of it; cold: not registered.",
-    )
-    prefix_tokens: int | None = Field(
-        None,
-        description="The context prefix's tokens, where known (block-aligned): a warm "
-        "hit has all of them cached and computes only the question turn.",
-    )
-
-
-class TimingsOut(BaseModel):
-    """Milliseconds from the request's arrival: ``ttft_ms`` = ``retrieval_ms`` +
-    ``prompt_ms`` + ``llm_ttft_ms`` (vLLM's queue, prefill and first token) + glue."""
-
-    retrieval_ms: float
-    ttft_ms: float
-    total_ms: float
-    prompt_ms: float = 0.0
-    llm_ttft_ms: float = 0.0
-    context_reused: bool = Field(
-        False, description="A repeated question's context, reused with no retrieval."
-    )
-
-
 class ChatResponse(BaseModel):
     answer: str
     passages: list[Passage]
     triples: list[list[str]]
-    cache: CacheOut
-    timings: TimingsOut
+    cache: CacheInfo
+    timings: Timings
 
 
 class IngestRequest(_Strict):
@@ -222,8 +192,8 @@ class WarmragFields(BaseModel):
 
     passages: list[Passage]
     triples: list[list[str]]
-    cache: CacheOut
-    timings: TimingsOut
+    cache: CacheInfo
+    timings: Timings
 
 
 class ChatCompletionResponse(BaseModel):
@@ -239,56 +209,16 @@ class ChatCompletionResponse(BaseModel):
 # ----- warmup --------------------------------------------------------------------------
 
 
-class BudgetOut(BaseModel):
-    capacity_tokens: int
-    share: float
-    block_size: int
-    per_entry_max_tokens: int
-    max_tokens: int
-    reason: str = Field("", description="Why this share: the KV memory tier, or a setting.")
-
-
 class JobOut(BaseModel):
     id: str
     next_run_time: str | None
 
 
-class RegistryEntryOut(BaseModel):
-    """A warm entry (``WarmEntry`` without its messages) with its remaining TTL."""
+class RegistryResponse(WarmupView):
+    """Warmup's view, with the knowledge base's version and the scheduler's jobs."""
 
-    model_config = ConfigDict(extra="allow")
-
-    fingerprint: str
-    ttl_s: float
-    hits: int
-    partial: bool = Field(
-        False,
-        description="Longer than the per-entry share: only its first prefix_tokens of "
-        "context_tokens are warm",
-    )
-    residency: Literal["warm", "evicted", "failover"] = Field(
-        description="warm, or why it waits for a re-warm: evicted (vLLM dropped some of "
-        "its blocks) or failover (its replica went down)"
-    )
-
-
-class RegistryResponse(BaseModel):
-    entries: list[RegistryEntryOut]
-    warm_tokens: int
-    budget: BudgetOut | None
-    pending_changes: int
     kb_version: int
-    warm_requests_sent: int
     jobs: list[JobOut]
-    last_report: CycleReport | None
-    declined: dict[DeclineReason, int] = Field(
-        default_factory=dict,
-        description="Contexts warmup did not warm since start, by reason (over_budget, "
-        "kv_full, no_budget, no_full_block)",
-    )
-    truncated: int = Field(
-        0, description="Contexts since start warmed only up to the per-entry share."
-    )
 
 
 # ----- health --------------------------------------------------------------------------
@@ -298,11 +228,39 @@ class HealthResponse(BaseModel):
     status: Literal["ok"] = "ok"
 
 
+class ReplicaOut(BaseModel):
+    name: str
+    up: bool
+    kv_usage: float
+    weight: float
+
+
+class SharedQdrantOut(BaseModel):
+    shared: bool = True
+    writer: bool = Field(description="This instance holds the shared collection's write lease.")
+
+
+class VLLMPlanOut(BaseModel):
+    dtype: str
+    enforce_eager: bool
+    reason: str
+
+
+class ReadyExtra(BaseModel):
+    """What ``/ready`` tells besides the phase; the parts that do not apply are left out."""
+
+    kb_version: int
+    documents: int
+    replicas: list[ReplicaOut] | None = None
+    qdrant: SharedQdrantOut | None = None
+    vllm: VLLMPlanOut | None = None
+
+
 class ReadyResponse(BaseModel):
     ready: bool
     phase: str
     detail: str | None = None
-    extra: dict[str, Any] = Field(default_factory=dict)
+    extra: ReadyExtra
 
 
 # ----- errors --------------------------------------------------------------------------

@@ -16,9 +16,11 @@ from kg.extract import TripleExtractor
 from kg.store import KnowledgeGraph
 from rag.knowledge.base import KnowledgeBase
 from rag.knowledge.collection import SharedCollection
+from rag.knowledge.commit import EmbeddedCommit
 from rag.knowledge.embedding import Embedder
 from rag.knowledge.graph_sync import GraphSync
 from rag.knowledge.service import KnowledgeService
+from rag.knowledge.shared_commit import SharedCommit
 
 
 def qdrant_client(settings: Settings) -> QdrantClient:
@@ -47,6 +49,7 @@ def build_knowledge(settings: Settings, embedder: Embedder) -> KnowledgeService:
     """The knowledge base and its graph, with the writes that keep them together
     (``KnowledgeService.open`` opens them)."""
     s = settings
+    shared = shared_collection(s)
     kb = KnowledgeBase(
         s.data_dir,
         lambda: qdrant_client(s),  # looked up at open: tests stand a client in for a server
@@ -54,7 +57,7 @@ def build_knowledge(settings: Settings, embedder: Embedder) -> KnowledgeService:
         collection=s.qdrant_collection,
         chunk_tokens=s.chunk_tokens,
         chunk_overlap_tokens=s.chunk_overlap_tokens,
-        shared=shared_collection(s),
+        commit=EmbeddedCommit() if shared is None else SharedCommit(shared),
         embed_keys=("title",) if s.embed_title else (),
         chunking=s.chunking,
         load=False,

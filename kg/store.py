@@ -89,11 +89,6 @@ class KnowledgeGraph:
         return int(self._graph.number_of_edges())
 
     @property
-    def document_count(self) -> int:
-        """Number of documents with at least one triple."""
-        return len(self._doc_edges)
-
-    @property
     def snapshot(self) -> GraphSnapshot:
         """The current read-only index; replaced (never mutated) by each change."""
         return self._snapshot
@@ -170,10 +165,6 @@ class KnowledgeGraph:
         )
 
     # -- write side -----------------------------------------------------------------------
-
-    def replace_document(self, doc_id: str, triples: Sequence[Triple]) -> None:
-        """Make ``triples`` the document's only triples (an empty list removes it)."""
-        self.replace_documents({doc_id: triples})
 
     def remove_document(self, doc_id: str) -> bool:
         """Drop the document's triples and any entity left without edges; False if unknown."""

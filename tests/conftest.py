@@ -24,6 +24,7 @@ import pytest
 
 from api.config import Settings
 from api.main import create_app
+from api.metrics import ServiceMetrics
 from api.runtime import Runtime
 from api.server import ThreadedServer, free_port
 from rag.knowledge.embedding import Embedder, shared_embedder
@@ -175,7 +176,12 @@ class Services:
         self.started: list[Service] = []
 
     def start(
-        self, *, llm: LLMEngine | None = None, wait_ready: bool = True, **overrides: Any
+        self,
+        *,
+        llm: LLMEngine | None = None,
+        metrics: ServiceMetrics | None = None,
+        wait_ready: bool = True,
+        **overrides: Any,
     ) -> Service:
         values: dict[str, Any] = {
             "data_dir": self.data_dir,
@@ -190,7 +196,9 @@ class Services:
         }
         values.update(overrides)
         settings = Settings(**values)
-        server = ThreadedServer(create_app(settings, embedder=self.embedder, llm=llm))
+        server = ThreadedServer(
+            create_app(settings, embedder=self.embedder, llm=llm, metrics=metrics)
+        )
         service = Service(server, settings, httpx.Client(base_url=server.url, timeout=120))
         self.started.append(service)
         server.start(wait_ready=wait_ready, timeout_s=120)

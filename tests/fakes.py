@@ -108,7 +108,12 @@ class FakeEngine:
             raise LLMUnavailableError("fake vLLM is down")
 
     async def stream_chat(
-        self, messages: Sequence[Message], *, max_tokens: int, temperature: float
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int,
+        temperature: float,
+        prefix_key: str | None = None,
     ) -> AsyncIterator[TextDelta | Usage]:
         self._check_up()
         tokens = tokens_of(messages, generation_prompt=True)
@@ -127,7 +132,11 @@ class FakeEngine:
         yield replace(usage, completion_tokens=len(words))
 
     async def prefill(
-        self, messages: Sequence[Message], *, max_prompt_tokens: int | None = None
+        self,
+        messages: Sequence[Message],
+        *,
+        max_prompt_tokens: int | None = None,
+        prefix_key: str | None = None,
     ) -> Usage:
         self._check_up()
         whole = tokens_of(messages, generation_prompt=False)

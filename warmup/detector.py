@@ -1,10 +1,12 @@
 """Which warm entries can a knowledge-base change affect?
 
-Only stored data is used — entries' chunk and document ids, and their queries'
-stored embeddings with the score of the last passage of their top-k — so that
-detection embeds nothing. An entry is affected when a chunk it uses was replaced or
-deleted, or when a new chunk scores above its k-th passage for one of its queries
-(only then can the new chunk enter that query's top-k).
+The one change rule (``rag.chat.change_rule``), applied to the warm registry with
+stored data only — entries' chunk and document ids, and their queries' stored
+embeddings with the score of the last passage of their top-k — so that detection
+embeds nothing. The registry keeps no facts of an entry: the rule's fact test runs
+with the lowest bar a held fact can have, and its path-reach test is left to the
+scheduled re-check. An affected entry is only re-retrieved; it is re-warmed when its
+context really changed.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rag.chat.memo import SCORE_EPSILON
+from rag.chat.change_rule import ChangeRule
 from rag.knowledge.models import ChangeSet
 from warmup.registry import EntryIndex, QueryMatrix
 
@@ -30,31 +32,26 @@ class Detection:
 
 
 class ChangeDetector:
+    def __init__(self, rule: ChangeRule | None = None) -> None:
+        self.rule = rule or ChangeRule()
+
     def detect(
         self, entries: EntryIndex, queries: QueryMatrix, changes: Sequence[ChangeSet]
     ) -> Detection:
         started = time.perf_counter()
-        removed = {c for ch in changes for c in ch.removed_chunk_ids}
-        touched_docs = {d for ch in changes for d in (*ch.updated, *ch.deleted)}
         result = Detection()
-        if removed or touched_docs:
+        impact = self.rule.impact(changes)
+        if impact is not None:
             for fingerprint, chunk_ids in entries.chunk_ids.items():
-                if not removed.isdisjoint(chunk_ids) or not touched_docs.isdisjoint(
-                    entries.doc_ids[fingerprint]
-                ):
+                if impact.touches(chunk_ids, entries.doc_ids[fingerprint]):
                     result.affected.add(fingerprint)
-        result.by_removed_chunks = len(result.affected)
-
-        new_vectors = [c.embedding for ch in changes for c in ch.added_chunks if c.embedding]
-        if new_vectors and len(queries.keys):
-            chunks = np.asarray(new_vectors, dtype=np.float32)
-            best = (queries.embeddings @ chunks.T).max(axis=1)
-            # A chunk that ties the k-th passage (e.g. that very passage) is not entering.
-            entering = np.nonzero(best > queries.kth_scores + SCORE_EPSILON)[0]
-            before = len(result.affected)
-            result.affected.update(queries.fingerprints[i] for i in entering)
-            result.by_new_chunks = len(result.affected) - before
-
+            result.by_removed_chunks = len(result.affected)
+            if len(queries.keys):
+                entering = impact.chunks_enter(queries.embeddings, queries.kth_scores)
+                entering |= impact.facts_enter(queries.embeddings, impact.min_fact_score)
+                before = len(result.affected)
+                result.affected.update(queries.fingerprints[i] for i in np.nonzero(entering)[0])
+                result.by_new_chunks = len(result.affected) - before
         result.unaffected = set(entries.chunk_ids) - result.affected
         result.seconds = time.perf_counter() - started
         return result

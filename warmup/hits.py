@@ -9,7 +9,8 @@ its cache (``usage.prompt_tokens_details.cached_tokens``).
 
 from __future__ import annotations
 
-from rag.knowledge.models import WarmState
+from rag.chat.results import WarmState
+from warmup.metrics import WarmupMetrics
 from warmup.models import WarmEntry
 
 
@@ -46,3 +47,14 @@ def entry_warm_state(cached_tokens: int, entry: WarmEntry, block_size: int | Non
     if entry.partial and entry.context_tokens is not None and block_size:
         context = full_blocks(entry.context_tokens, block_size)
     return warm_state(cached_tokens, entry.cached_block_tokens, context)
+
+
+def count_lookup(metrics: WarmupMetrics, state: WarmState) -> None:
+    """Count a chat on a registered entry by how it was served."""
+    metrics.lookups.inc()
+    if state is WarmState.HIT:
+        metrics.hits.inc()
+    elif state is WarmState.PARTIAL:
+        metrics.partial_hits.inc()
+    else:
+        metrics.kv_cache_misses.inc()

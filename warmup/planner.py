@@ -16,7 +16,7 @@ T = TypeVar("T")
 
 
 def split_steps(items: Sequence[T], steps: int) -> list[list[T]]:
-    """Progressive warmup (seed 003): ``items``, in order, in ``steps`` near-equal steps
+    """Progressive warmup (the warmup design): ``items``, in order, in ``steps`` near-equal steps
     (fewer when there are fewer items); the warmer checks vLLM's KV usage after each."""
     size = -(-len(items) // max(1, steps)) if items else 0
     return [list(items[i : i + size]) for i in range(0, len(items), size)] if size else []

@@ -1,6 +1,6 @@
 """Restore: put registered entries back into vLLM's cache.
 
-- Start-up (seed 000, ch. 1): a (re)started vLLM holds none of the registry. The
+- Start-up (the cold-start design): a (re)started vLLM holds none of the registry. The
   hottest entries that fit the budget are prefilled before ``/ready``
   (``restore_max_entries``), the rest that fit follow in the background; those over
   budget are retired.

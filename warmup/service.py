@@ -1,21 +1,9 @@
 """The warmup layer's coordinator: ``WarmupService`` builds the parts, wires them, and
 is what the rest of warmrag calls.
 
-Each part has one job and owns its state:
-
-- ``Registry`` (``registry.py``): the query log and the warm entries, in memory;
-  ``Journal`` (``journal.py``) writes each change to ``WarmupStore`` (``store.py``,
-  SQLite) in order, off the event loop.
-- ``Heat`` (``heat.py``): decayed counts; the order every decision follows.
-- ``ContextResolver`` (``context.py``): the prefix a stored query retrieves now.
-- ``EntryWarmer`` (``warmer.py``): prefills, and the registry kept in step with them.
-- ``ChangeHandler`` (``changes.py``): debounce, detection, refresh after KB changes.
-- ``HotWarmup`` (``hot.py``): hot and seed queries' contexts, planned within budget.
-- ``Restorer`` (``restore.py``): start-up restore, evicted re-warms.
-- ``Sweeper`` (``sweep.py``): expired entries, and the query log kept bounded.
-- ``JobQueue`` (``jobs.py``): one worker; every job above runs through it, most
-  urgent first, and long jobs yield to urgent ones between prefills.
-- ``ReportLog`` (``reports.py``): what each job did.
+Each part has one job and owns its state (the package's doc lists them); every job
+runs through one ``JobQueue``, most urgent first, and long jobs yield to urgent ones
+between prefills.
 
 The public coroutines queue their job and wait for its report, so routes, the
 scheduler and tests see one call per operation.
@@ -30,19 +18,19 @@ from functools import partial
 
 from rag.chat.memo import ContextMemo, kth_score
 from rag.chat.prompt import PromptBuilder, PromptPrefix
-from rag.chat.query import normalize_query
+from rag.chat.results import WarmState
 from rag.chat.retriever import Retrieval, Retriever
-from rag.knowledge.models import ChangeSet, WarmState
+from rag.knowledge.models import ChangeSet
 from rag.llm.client import LLMEngine, Usage
-from rag.metrics import ServiceMetrics
 from warmup.budget import ChatShape, WarmBudget
 from warmup.changes import ChangeHandler
 from warmup.context import ContextResolver
 from warmup.heat import Heat
-from warmup.hits import entry_warm_state
+from warmup.hits import count_lookup, entry_warm_state
 from warmup.hot import HotWarmup
 from warmup.jobs import JobQueue, Priority
 from warmup.journal import Journal
+from warmup.metrics import WarmupMetrics
 from warmup.models import RewarmReason
 from warmup.planner import WarmupPlanner
 from warmup.registry import Registry
@@ -51,6 +39,7 @@ from warmup.restore import Restorer
 from warmup.settings import WarmupSettings
 from warmup.store import Snapshot, WarmupStore
 from warmup.sweep import Sweeper
+from warmup.view import WarmupView, describe
 from warmup.warmer import EntryWarmer, Warmer
 
 log = logging.getLogger(__name__)
@@ -67,17 +56,19 @@ class WarmupService:
         builder: PromptBuilder,
         llm: LLMEngine,
         warmer: Warmer,
-        metrics: ServiceMetrics,
+        metrics: WarmupMetrics,
         *,
         top_k: int,
         chat_shape: ChatShape,
-        memo: ContextMemo | None = None,
+        memo: ContextMemo,
         clock: Callable[[], float] = time.time,
     ) -> None:
         """``top_k`` and ``chat_shape`` are the chat path's own settings: warmup must
         retrieve what a chat retrieves, and size entries by what its prompts take.
         ``memo``: the contexts chats remember, shared so that each question is
-        retrieved once for both (None: a memo of warmup's own)."""
+        retrieved once for both; whoever owns it makes it forget what a change moved
+        (the composition root, on every change), and its change rule is the one the
+        detector applies to the registry."""
         s = self.settings = settings
         self.store = store
         self.llm = llm
@@ -127,6 +118,7 @@ class WarmupService:
             self.queue,
             retriever.kb,
             metrics,
+            rule=memo.rule,
             follows_kb=s.strategy.follows_kb,
             debounce_s=s.debounce_s,
             document_queries=s.document_queries,
@@ -181,17 +173,25 @@ class WarmupService:
         return self._reports.recent
 
     @property
-    def last_report(self) -> CycleReport | None:
-        return self._reports.last
-
-    @property
     def shortfall(self) -> Shortfall:
         """What warmup declined, or cut to the per-entry share, since start."""
         return self._reports.totals
 
     @property
-    def pending_changes(self) -> int:
-        return self.changes.pending
+    def started(self) -> bool:
+        """True once ``start`` has sized the budget (the admin routes answer then)."""
+        return self.budget is not None
+
+    def view(self) -> WarmupView:
+        """The registry, budget and totals as the admin API shows them."""
+        return describe(
+            self.registry,
+            self.restorer,
+            self.budget,
+            self.changes.pending,
+            self.warmer.requests_sent,
+            self._reports,
+        )
 
     # ----- start-up ------------------------------------------------------------------
 
@@ -203,7 +203,7 @@ class WarmupService:
         cache = await self.llm.cache_config()
         entry = self.settings.entry_max_tokens or self.chat_shape.entry_share(cache.block_size)
         self.budget = WarmBudget.from_cache(cache, entry, self.settings.budget_share)
-        self.metrics.warm_budget_tokens.set(self.budget.max_tokens)
+        self.metrics.budget_tokens.set(self.budget.max_tokens)
         self.metrics.cold_starts.inc()
         log.info(
             "warm budget: %s; strategy %s", self.budget.describe(), self.settings.strategy.value
@@ -227,8 +227,11 @@ class WarmupService:
 
     # ----- chats ---------------------------------------------------------------------
 
-    def on_chat(self, retrieval: Retrieval, prefix: PromptPrefix, usage: Usage) -> WarmState:
-        """Log the question; return how its prefix stood against the registry.
+    def on_chat(
+        self, key: str, retrieval: Retrieval, prefix: PromptPrefix, usage: Usage
+    ) -> WarmState:
+        """Log the question under its query ``key``; return how its prefix stood against
+        the registry.
 
         On the request path: it reads and changes the in-memory registry only; the
         journal writes the changes to SQLite later, off this path, so a locked or full
@@ -237,7 +240,6 @@ class WarmupService:
             self.metrics.record_chat(False)
             return WarmState.COLD
         now = self.clock()
-        key = normalize_query(retrieval.question)
         record = self.registry.record_query(
             key, retrieval.question, retrieval.embedding, now, self.settings.half_life_s
         )
@@ -248,16 +250,11 @@ class WarmupService:
             self.metrics.record_chat(False)
             return WarmState.COLD
         self.registry.record_hit(entry.fingerprint, now)
-        self.metrics.warmup_lookups.inc()
         block_size = self.budget.block_size if self.budget is not None else None
         state = entry_warm_state(usage.cached_tokens, entry, block_size)
-        if state is WarmState.HIT:
-            self.metrics.warmup_hits.inc()
-        elif state is WarmState.PARTIAL:
-            self.metrics.warmup_partial_hits.inc()
-        else:
+        count_lookup(self.metrics, state)
+        if state is WarmState.EVICTED:
             # vLLM evicted (part of) the prefix under memory pressure: warm it again.
-            self.metrics.kv_cache_misses.inc()
             self.restorer.mark_evicted(entry.fingerprint)
             self._spawn(Priority.URGENT, CycleKind.EVICTED, self.restorer.rewarm_evicted)
         if record.fingerprint != entry.fingerprint:
@@ -279,9 +276,6 @@ class WarmupService:
         """(fingerprint, replica) of every entry a replica holds: the router's memory
         after a restart of this process (the replicas kept their caches)."""
         return [(e.fingerprint, e.replica) for e in self.registry.entries() if e.replica]
-
-    async def rewarm_evicted(self) -> CycleReport:
-        return await self._job(Priority.URGENT, CycleKind.EVICTED, self.restorer.rewarm_evicted)
 
     # ----- seed queries --------------------------------------------------------------
 
@@ -384,13 +378,11 @@ class WarmupService:
 
     def _finished(self, report: CycleReport) -> None:
         """A job ended: count what it declined, and bring the gauges up to date."""
-        for reason, count in report.declined.items():
-            self.metrics.warmup_declined.labels(reason.value).inc(count)
+        self.metrics.count_declined(report.declined)
         self._update_gauges()
 
     def _update_gauges(self) -> None:
-        self.metrics.warm_entries.set(self.registry.entry_count())
-        self.metrics.warm_tokens.set(self.registry.warm_tokens())
+        self.metrics.set_registry(self.registry.entry_count(), self.registry.warm_tokens())
 
     async def aclose(self) -> None:
         """Stop: no more detection, the job running is cancelled, waiting jobs dropped,

@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterable
 from rag.chat.engine import ChatActivity
 from rag.chat.prompt import PromptPrefix
 from rag.llm.client import LLMEngine, Usage
-from rag.metrics import ServiceMetrics
 from warmup.budget import WarmBudget
+from warmup.metrics import WarmupMetrics
 from warmup.models import DeclineReason, RewarmReason, WarmEntry
 from warmup.registry import Registry
 from warmup.reports import CycleReport
@@ -40,7 +40,7 @@ class Warmer:
         self,
         llm: LLMEngine,
         activity: ChatActivity,
-        metrics: ServiceMetrics,
+        metrics: WarmupMetrics,
         *,
         max_concurrency: int = 1,
         yield_timeout_s: float = 5.0,
@@ -67,13 +67,17 @@ class Warmer:
             if not quiet and (wait := self.next_busy_slot - self.clock()) > 0:
                 quiet = await self.activity.wait_idle(wait, self.quiet_s)
             started = self.clock()
-            usage = await self.llm.prefill(prefix.messages, max_prompt_tokens=max_prompt_tokens)
+            usage = await self.llm.prefill(
+                prefix.messages,
+                max_prompt_tokens=max_prompt_tokens,
+                prefix_key=prefix.fingerprint,
+            )
             if not quiet:
                 took = self.clock() - started
                 self.next_busy_slot = self.clock() + took * (1 / self.busy_share - 1)
         self.requests_sent += 1
-        self.metrics.warm_requests.inc()
-        self.metrics.warm_prefill_tokens.inc(usage.prompt_tokens - usage.cached_tokens)
+        self.metrics.requests.inc()
+        self.metrics.prefill_tokens.inc(usage.prompt_tokens - usage.cached_tokens)
         return usage
 
 
@@ -87,7 +91,7 @@ class EntryWarmer:
         warmer: Warmer,
         registry: Registry,
         llm: LLMEngine,
-        metrics: ServiceMetrics,
+        metrics: WarmupMetrics,
         *,
         budget: Callable[[], WarmBudget],
         ttl_s: float,
@@ -121,7 +125,7 @@ class EntryWarmer:
         whole = usage.uncut_tokens  # the engine's count: set only where it cut
         if whole is not None:
             report.count_truncated(whole, usage.prompt_tokens)
-            self.metrics.warmup_truncated.inc()
+            self.metrics.truncated.inc()
         now = self.clock()
         old = self.registry.entry(prefix.fingerprint)
         entry = WarmEntry(

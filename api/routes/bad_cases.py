@@ -5,12 +5,11 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from api.deps import AdminDep, BadCasesDep
 from api.schemas import ADMIN_ERRORS, error_responses
-from rag.chat.bad_cases import BadCaseReason
-from rag.knowledge.models import WarmState
+from rag.chat.bad_cases import BadCase
 
 router = APIRouter(
     prefix="/admin/bad-cases",
@@ -20,29 +19,11 @@ router = APIRouter(
 )
 
 
-class BadCaseOut(BaseModel):
-    """A bad chat's fingerprint: query key, context, cache state and timings (ms)."""
-
-    model_config = ConfigDict(from_attributes=True)
-
-    at: float = Field(description="When it was answered (seconds since the epoch).")
-    question: str
-    query_key: str
-    context_fingerprint: str
-    reasons: list[BadCaseReason]
-    warm_state: WarmState
-    prompt_tokens: int
-    cached_tokens: int
-    ttft_ms: float
-    retrieval_ms: float
-    llm_ttft_ms: float
-
-
 class BadCaseGroupOut(BaseModel):
     count: int
     reasons: dict[str, int] = Field(description="Cases by reason (a case may have two).")
     questions: list[str] = Field(description="Up to five of the group's distinct questions.")
-    example: BadCaseOut = Field(description="The group's first case.")
+    example: BadCase = Field(description="The group's first case.")
 
 
 class BadCasesResponse(BaseModel):
@@ -66,7 +47,7 @@ async def bad_cases(
             count=g.count,
             reasons=dict(g.reasons),
             questions=g.questions,
-            example=BadCaseOut.model_validate(g.example),
+            example=g.example,
         )
         for g in log.groups(similarity)
     ]

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
-
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 
 from api.deps import ChatSlotDep, EngineDep
 from api.guards import StrictJSONRoute
-from api.schemas import CacheOut, ChatRequest, ChatResponse, TimingsOut, chat_responses
+from api.schemas import ChatRequest, ChatResponse, chat_responses
 from api.streaming import sse, start_stream
-from rag.chat.engine import ChatResult
+from rag.chat.results import ChatResult
 from rag.llm.client import TextDelta
 
 
@@ -29,8 +27,8 @@ def to_response(result: ChatResult) -> ChatResponse:
         answer=result.answer,
         passages=result.passages,
         triples=[[f.subject, f.predicate, f.object] for f in result.facts],
-        cache=CacheOut(**asdict(result.cache), warm_hit=result.cache.warm_hit),
-        timings=TimingsOut(**asdict(result.timings)),
+        cache=result.cache,
+        timings=result.timings,
     )
 
 

@@ -22,7 +22,7 @@ from api.schemas import (
     chat_responses,
 )
 from api.streaming import sse, start_stream
-from rag.chat.engine import ChatResult
+from rag.chat.results import ChatResult
 from rag.llm.client import TextDelta
 
 router = chat_router("openai")

@@ -8,7 +8,15 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from api.deps import MetricsDep, RuntimeDep
-from api.schemas import HealthResponse, ReadyResponse, error_responses
+from api.schemas import (
+    HealthResponse,
+    ReadyExtra,
+    ReadyResponse,
+    ReplicaOut,
+    SharedQdrantOut,
+    VLLMPlanOut,
+    error_responses,
+)
 
 router = APIRouter(tags=["health"], responses=error_responses())
 
@@ -26,29 +34,29 @@ async def health() -> HealthResponse:
 )
 async def ready(runtime: RuntimeDep) -> JSONResponse:
     """200 once start-up (vLLM, sample KB, warmup) is done and vLLM still answers."""
-    body = ReadyResponse(ready=False, phase=runtime.phase.value, detail=runtime.error)
+    ready = False
+    detail = runtime.error
     if runtime.ready:
-        if await runtime.llm.is_healthy():
-            body.ready = True
-        else:
-            body.detail = "vLLM is not answering"
+        ready = await runtime.llm.is_healthy()
+        detail = None if ready else "vLLM is not answering"
     kb = runtime.kb
-    body.extra = {"kb_version": kb.version, "documents": len(kb.document_ids())}
+    extra = ReadyExtra(kb_version=kb.version, documents=len(kb.document_ids()))
     if runtime.pool is not None:
-        body.extra["replicas"] = [
-            {"name": r.name, "up": r.up, "kv_usage": r.kv_usage, "weight": r.weight}
+        extra.replicas = [
+            ReplicaOut(name=r.name, up=r.up, kv_usage=r.kv_usage, weight=r.weight)
             for r in runtime.pool.snapshot().replicas
         ]
     if runtime.settings.qdrant_is_remote:
-        body.extra["qdrant"] = {"shared": True, "writer": kb.writable}
+        extra.qdrant = SharedQdrantOut(writer=kb.writable)
     if runtime.cpu_plan is not None:
         plan = runtime.cpu_plan
-        body.extra["vllm"] = {
-            "dtype": plan.dtype,
-            "enforce_eager": plan.enforce_eager,
-            "reason": plan.reason,
-        }
-    return JSONResponse(body.model_dump(), status_code=200 if body.ready else 503)
+        extra.vllm = VLLMPlanOut(
+            dtype=plan.dtype, enforce_eager=plan.enforce_eager, reason=plan.reason
+        )
+    body = ReadyResponse(ready=ready, phase=runtime.phase.value, detail=detail, extra=extra)
+    # Parts that do not apply are left out of ``extra``, not sent as null.
+    content = {**body.model_dump(), "extra": extra.model_dump(exclude_none=True)}
+    return JSONResponse(content, status_code=200 if ready else 503)
 
 
 @router.get(

@@ -37,4 +37,4 @@ async def traffic(
             status.HTTP_422_UNPROCESSABLE_CONTENT,
             f"window_s / slice_s is {window_s / slice_s:.0f} slices; at most {MAX_SLICES}",
         )
-    return metrics.timeline.summary(window_s, slice_s)
+    return metrics.chat.timeline.summary(window_s, slice_s)

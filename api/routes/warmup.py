@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import time
-from dataclasses import asdict
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
@@ -13,6 +11,7 @@ from api.deps import AdminDep, KBDep, SchedulerDep, WarmupDep
 from api.guards import StrictJSONRoute
 from api.schemas import (
     ADMIN_ERRORS,
+    JobOut,
     Question,
     RegistryResponse,
     error_responses,
@@ -37,29 +36,10 @@ class SeedQueriesRequest(BaseModel):
 @router.get("", response_model=RegistryResponse)
 async def registry(service: WarmupDep, kb: KBDep, scheduler: SchedulerDep) -> RegistryResponse:
     """Warm entries with their TTLs and hit counts, the budget, and the jobs' next runs."""
-    now = time.time()
-    entries: list[dict[str, Any]] = []
-    for entry in service.registry.entries():
-        item = entry.model_dump(exclude={"messages"})
-        item["ttl_s"] = round(entry.expires_at - now, 1)
-        item["partial"] = entry.partial
-        pending = service.restorer.pending(entry.fingerprint)
-        item["residency"] = pending.value if pending else "warm"
-        entries.append(item)
-    budget = service.budget
-    return RegistryResponse.model_validate(
-        {
-            "entries": entries,
-            "warm_tokens": service.registry.warm_tokens(),
-            "budget": {**asdict(budget), "max_tokens": budget.max_tokens} if budget else None,
-            "pending_changes": service.pending_changes,
-            "kb_version": kb.version,
-            "warm_requests_sent": service.warmer.requests_sent,
-            "jobs": scheduler.jobs() if scheduler else [],
-            "last_report": service.last_report,
-            "declined": service.shortfall.declined,
-            "truncated": service.shortfall.truncated,
-        }
+    return RegistryResponse(
+        **dict(service.view()),
+        kb_version=kb.version,
+        jobs=[JobOut.model_validate(job) for job in scheduler.jobs()] if scheduler else [],
     )
 
 

@@ -25,9 +25,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import SkipJsonSchema
 
-from rag.chat.query import normalize_query
-from rag.knowledge.models import WarmState
+from rag.chat.results import WarmState
 
 
 class BadCaseReason(StrEnum):
@@ -35,11 +36,13 @@ class BadCaseReason(StrEnum):
     EVICTED = "evicted"
 
 
-@dataclass(frozen=True)
-class BadCase:
-    """One bad chat: what was asked, which context it got, the cache, the timings."""
+class BadCase(BaseModel):
+    """One bad chat: what was asked, which context it got, the cache, the timings (ms).
+    The admin API returns it as it is, without its question's embedding."""
 
-    at: float
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    at: float = Field(description="When it was answered (seconds since the epoch).")
     question: str
     query_key: str
     context_fingerprint: str
@@ -50,7 +53,7 @@ class BadCase:
     ttft_ms: float
     retrieval_ms: float
     llm_ttft_ms: float
-    embedding: np.ndarray = field(repr=False, compare=False)
+    embedding: SkipJsonSchema[np.ndarray] = Field(exclude=True, repr=False)
 
 
 @dataclass
@@ -98,6 +101,7 @@ class BadCaseLog:
         self,
         *,
         question: str,
+        query_key: str,
         embedding: np.ndarray,
         context_fingerprint: str,
         warm_state: WarmState,
@@ -114,7 +118,7 @@ class BadCaseLog:
         case = BadCase(
             at=self._clock(),
             question=question,
-            query_key=normalize_query(question),
+            query_key=query_key,
             context_fingerprint=context_fingerprint,
             reasons=reasons,
             warm_state=warm_state,

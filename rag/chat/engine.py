@@ -6,17 +6,17 @@ import asyncio
 import math
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, replace
 from typing import Protocol
 
 import anyio
 
 from rag.chat.bad_cases import BadCaseLog
 from rag.chat.memo import ContextMemo, Retrieved, retrieve_context
+from rag.chat.metrics import ChatMetrics
 from rag.chat.prompt import Message, PromptBuilder, PromptPrefix
 from rag.chat.query import normalize_query
-from rag.chat.retriever import Fact, Retrieval, Retriever
-from rag.knowledge.models import Passage, WarmState
+from rag.chat.results import CacheInfo, ChatResult, Timings, WarmState
+from rag.chat.retriever import Retrieval, Retriever
 from rag.llm.client import (
     LLMBadResponseError,
     LLMEngine,
@@ -26,14 +26,16 @@ from rag.llm.client import (
     TextDelta,
     Usage,
 )
-from rag.metrics import ServiceMetrics
 
 
 class ChatObserver(Protocol):
     """Told about every finished chat (the warmup layer counts hot queries and hits)."""
 
-    def on_chat(self, retrieval: Retrieval, prefix: PromptPrefix, usage: Usage) -> WarmState:
-        """Record the chat; return how its prefix stood against the warm registry."""
+    def on_chat(
+        self, query_key: str, retrieval: Retrieval, prefix: PromptPrefix, usage: Usage
+    ) -> WarmState:
+        """Record the chat (``query_key``: its question's ``normalize_query`` key);
+        return how its prefix stood against the warm registry."""
         ...
 
 
@@ -80,47 +82,6 @@ class ChatActivity:
             await asyncio.sleep(min(quiet_s - calm, max(0.0, deadline - self._clock())))
 
 
-@dataclass(frozen=True)
-class CacheInfo:
-    prompt_tokens: int
-    cached_tokens: int
-    #: The prefix's tokens where known (a block-aligned prefix): a hit caches all of them.
-    prefix_tokens: int | None = None
-    warm_state: WarmState = WarmState.COLD
-
-    @property
-    def warm_hit(self) -> bool:
-        """Served from a registered warm prefix (``warmup.hits`` defines when)."""
-        return self.warm_state is WarmState.HIT
-
-
-@dataclass(frozen=True)
-class Timings:
-    """Where a chat's time went. ``ttft_ms`` runs from the call to the first token, as a
-    user sees it: ``retrieval_ms`` (embedding, search, graph; ~0 when the context was
-    reused), ``prompt_ms`` (rendering and aligning the prefix), then ``llm_ttft_ms``
-    (the request to vLLM until its first token: queue, prefill, first decode step)."""
-
-    retrieval_ms: float
-    ttft_ms: float
-    total_ms: float
-    prompt_ms: float = 0.0
-    llm_ttft_ms: float = 0.0
-    context_reused: bool = False
-
-
-@dataclass(frozen=True)
-class ChatResult:
-    answer: str
-    passages: list[Passage]
-    facts: Sequence[Fact]
-    cache: CacheInfo
-    timings: Timings
-    usage: Usage
-    prefix_fingerprint: str
-    finish_reason: str = "stop"
-
-
 async def _within(
     events: AsyncIterator[TextDelta | Usage], deadline: float
 ) -> AsyncIterator[TextDelta | Usage]:
@@ -155,7 +116,7 @@ class ChatEngine:
         retriever: Retriever,
         builder: PromptBuilder,
         llm: LLMEngine,
-        metrics: ServiceMetrics,
+        metrics: ChatMetrics,
         *,
         max_tokens: int = 256,
         temperature: float = 0.0,
@@ -165,12 +126,14 @@ class ChatEngine:
         memo: ContextMemo | None = None,
         memo_top_k: int = 3,
         bad_cases: BadCaseLog | None = None,
+        activity: ChatActivity | None = None,
     ) -> None:
         """``deadline_s`` bounds a whole answer (a hung vLLM can trickle forever under a
         per-read timeout); ``available`` says False while vLLM is being restarted.
         ``memo``: contexts of repeated questions (asked with ``memo_top_k``) are reused
         from it, with no retrieval (``rag.chat.memo``). ``bad_cases``: where slow chats
-        and evicted warm prefixes are kept (``rag.chat.bad_cases``)."""
+        and evicted warm prefixes are kept (``rag.chat.bad_cases``). ``activity``: the
+        chats in flight, shared with whatever yields to them (warmup's prefills)."""
         self.retriever = retriever
         self.builder = builder
         self.llm = llm
@@ -183,18 +146,20 @@ class ChatEngine:
         self.memo = memo
         self.memo_top_k = memo_top_k
         self.bad_cases = bad_cases
-        self.activity = ChatActivity()
+        self.activity = activity or ChatActivity()
 
-    async def context(self, question: str, top_k: int) -> tuple[Retrieved, Timings]:
-        """The question's retrieval and prefix: remembered, or retrieved now (and then
-        remembered unless a change landed meanwhile). Timings hold the first three parts."""
+    async def context(self, question: str, key: str, top_k: int) -> tuple[Retrieved, Timings]:
+        """The question's retrieval and prefix (``key``: its ``normalize_query`` key):
+        remembered, or retrieved now (and then remembered unless a change landed
+        meanwhile). Timings hold the first three parts."""
         memo = self.memo if top_k == self.memo_top_k else None
-        key = normalize_query(question)
         started = time.perf_counter()
         remembered = memo.get(key) if memo is not None else None
         if remembered is not None:
             self.metrics.context_memo.labels("reused").inc()
-            return remembered, Timings(_ms(started), 0.0, 0.0, context_reused=True)
+            return remembered, Timings(
+                retrieval_ms=_ms(started), ttft_ms=0.0, total_ms=0.0, context_reused=True
+            )
         generation = memo.generation if memo is not None else 0
         found, prompt_ms = await anyio.to_thread.run_sync(
             retrieve_context, self.retriever, self.builder, question, top_k
@@ -203,7 +168,12 @@ class ChatEngine:
             memo.put(key, generation, found)
         self.metrics.context_memo.labels("retrieved").inc()
         self.metrics.retrieval_latency.observe(found.retrieval.elapsed_ms / 1000)
-        return found, Timings(round(found.retrieval.elapsed_ms, 2), 0.0, 0.0, prompt_ms)
+        return found, Timings(
+            retrieval_ms=round(found.retrieval.elapsed_ms, 2),
+            ttft_ms=0.0,
+            total_ms=0.0,
+            prompt_ms=prompt_ms,
+        )
 
     async def stream(
         self,
@@ -228,7 +198,8 @@ class ChatEngine:
             raise LLMUnavailableError("vLLM is restarting")
         self.activity.enter()
         try:
-            found, before_llm = await self.context(question, top_k)
+            key = normalize_query(question)  # the one query key of this chat
+            found, before_llm = await self.context(question, key, top_k)
             retrieval = found.retrieval
             prompt = self.builder.with_question(found.prefix, question, history)
             llm_started = time.perf_counter()
@@ -239,6 +210,7 @@ class ChatEngine:
                 prompt.messages,
                 max_tokens=max_tokens or self.max_tokens,
                 temperature=self.temperature if temperature is None else temperature,
+                prefix_key=prompt.prefix.fingerprint,
             )
             async for event in _within(llm_events, started + self.deadline_s):
                 if isinstance(event, TextDelta):
@@ -252,7 +224,7 @@ class ChatEngine:
             if ttft_ms is None:  # an empty answer: the first "token" is the end
                 ttft_ms, llm_ttft_ms = total_ms, _ms(llm_started)
             warm_state = (
-                self.observer.on_chat(retrieval, prompt.prefix, usage)
+                self.observer.on_chat(key, retrieval, prompt.prefix, usage)
                 if self.observer
                 else WarmState.COLD
             )
@@ -264,6 +236,7 @@ class ChatEngine:
             if self.bad_cases is not None:
                 case = self.bad_cases.record(
                     question=question,
+                    query_key=key,
                     embedding=retrieval.embedding,
                     context_fingerprint=prompt.prefix.fingerprint,
                     warm_state=warm_state,
@@ -281,10 +254,13 @@ class ChatEngine:
                 passages=retrieval.passages,
                 facts=retrieval.facts,
                 cache=CacheInfo(
-                    usage.prompt_tokens, usage.cached_tokens, prompt.prefix.tokens, warm_state
+                    prompt_tokens=usage.prompt_tokens,
+                    cached_tokens=usage.cached_tokens,
+                    prefix_tokens=prompt.prefix.tokens,
+                    warm_state=warm_state,
                 ),
-                timings=replace(
-                    before_llm, ttft_ms=ttft_ms, total_ms=total_ms, llm_ttft_ms=llm_ttft_ms
+                timings=before_llm.model_copy(
+                    update={"ttft_ms": ttft_ms, "total_ms": total_ms, "llm_ttft_ms": llm_ttft_ms}
                 ),
                 usage=usage,
                 prefix_fingerprint=prompt.prefix.fingerprint,

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 from rag.knowledge.models import Passage
 from rag.llm.alignment import BlockAligner
+from rag.llm.client import Message
 
-Message = dict[str, str]
 TripleText = tuple[str, str, str]
 
 INSTRUCTION = (
@@ -77,15 +77,6 @@ def fingerprint_of(prefix_messages: Sequence[Message]) -> str:
     """The one fingerprint of a prompt prefix: the registry's key and the router's."""
     digest = hashlib.sha256(json.dumps(list(prefix_messages), ensure_ascii=False).encode())
     return digest.hexdigest()[:32]
-
-
-def prefix_messages_of(messages: Sequence[Message]) -> Sequence[Message]:
-    """The prefix part of a chat's messages: its leading system turns (the prompt
-    builder puts instruction, passages and triples there, and nothing else)."""
-    n = 0
-    while n < len(messages) and messages[n].get("role") == "system":
-        n += 1
-    return messages[:n]
 
 
 #: Chat-model tokens per embedding word-piece (window budgets count word-pieces,

@@ -5,11 +5,11 @@
   ("C++", "what's") as meaning.
 - ``normalize_query``: the key the warm registry counts a question under. Stricter —
   case-folded, every punctuation mark removed — so that spellings of one question are
-  counted as one hot query (seed 000 measured a 12% hit rate from un-normalized keys).
+  counted as one hot query (the cold-start design measured a 12% hit rate from un-normalized keys).
 
 Every spelling that shares a key must also retrieve the same context, or a warm prefix
 would serve only some of them: each difference ``normalize_query`` ignores is one the
-embedding model ignores too, once ``retrieval_text`` has run (tests/rag/test_retriever.py).
+embedding model ignores too, once ``retrieval_text`` has run (tests/rag/chat/test_retriever.py).
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 Reading files (``files``, ``readers``), chunking and embedding (``chunking``,
 ``embedding``, ``ingest``), the vector collection with its committed state (``base``,
-``state``, ``collection``; a shared Qdrant server adds ``lease`` and ``shared_writer``),
-and ``service``, which commits a change to the vectors and the graph together and tells
-its listeners. It knows nothing of vLLM or chats.
+``state``, ``collection``, and ``commit``: how a write commits, on which a shared Qdrant
+server adds ``lease`` and ``shared_commit``), and ``service``, which commits a change to
+the vectors and the graph together and tells its listeners. It knows nothing of vLLM or
+chats.
 """

@@ -1,16 +1,12 @@
 """The knowledge base: chunks in Qdrant, document hashes in a llama-index docstore.
 
-Embedded default: the docstore file is the commit point. Write order keeps the store consistent
-across a crash at any point: new chunks are added first, then the docstore (with
-the KB version) is replaced atomically, then the old chunks are deleted. Until
-that last step, and if it fails, Qdrant holds chunks no committed document owns
-("orphans"): retrieval never returns them (each hit's document hash is checked
-against the docstore), and ``reconcile`` (run at open, and after a write whose
-clean-up failed) removes them.
-
-On a Qdrant server (``shared``) the points carry the state instead, the docstore
-is rebuilt from them at open, one instance holds the writer's lease, and clean-up
-removes only this instance's own half-finished writes: see ``rag.knowledge.collection``.
+Every write keeps the store consistent across a crash at any point by its order: new
+chunks are added first, then the write commits, then the old chunks are deleted. What
+commits it is the ``CommitStrategy``'s (``rag.knowledge.commit``): the docstore file in
+the embedded default, the points themselves on a Qdrant server. Until the last step,
+and if it fails, Qdrant holds chunks no committed document owns ("orphans"): retrieval
+never returns them, and ``reconcile`` (run at open, and after a write whose clean-up
+failed) removes those the mode may remove.
 """
 
 from __future__ import annotations
@@ -22,17 +18,15 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
+from llama_index.core import Document
 from llama_index.core.schema import BaseNode, MetadataMode
 from llama_index.core.vector_stores.types import VectorStoreQuery
 from llama_index.vector_stores.qdrant import QdrantVectorStore
 from qdrant_client import QdrantClient
 
-from durable import remove_stale_temps
-from rag.knowledge import collection as shared_points
-from rag.knowledge.collection import CollectionScan, SharedCollection
+from rag.knowledge.commit import CommitStrategy, EmbeddedCommit, require_open
 from rag.knowledge.embedding import Embedder
 from rag.knowledge.faults import checkpoint
 from rag.knowledge.ingest import (
@@ -50,8 +44,7 @@ from rag.knowledge.models import (
     DocumentIn,
     Passage,
 )
-from rag.knowledge.shared_writer import SharedWriter
-from rag.knowledge.state import KBState
+from rag.knowledge.state import KBState, Triples
 
 log = logging.getLogger(__name__)
 
@@ -94,18 +87,19 @@ class KnowledgeBase:
         collection: str = "warmrag",
         chunk_tokens: int = 200,
         chunk_overlap_tokens: int = 20,
-        shared: SharedCollection | None = None,
+        commit: CommitStrategy | None = None,
         embed_keys: Sequence[str] = ("title",),
         chunking: ChunkingStrategy = DEFAULT_CHUNKING,
         load: bool = True,
     ) -> None:
         """``client`` may be a factory, called by ``open``; ``load=False`` defers all
         I/O (reading the docstore, opening Qdrant, reconciling) to ``open``.
-        ``shared``: the collection is on a server others may use (see the module doc).
+        ``commit``: how writes commit, one strategy per knowledge base (``rag.knowledge.commit``):
+        ``EmbeddedCommit`` (the default) or, on a collection on a server others may use,
+        ``SharedCommit``.
         ``embed_keys``: metadata embedded with each chunk (``rag.knowledge.ingest``);
         ``chunking``: how documents are cut (``rag.knowledge.chunking``)."""
         self._dir = data_dir
-        self._state_path = data_dir / "docstore.json"
         self._client_source = client
         self._client: QdrantClient | None = None
         self._collection = collection
@@ -118,8 +112,7 @@ class KnowledgeBase:
         self._writer = threading.Lock()  # one write at a time, for its whole length
         self._state = KBState()
         self._needs_reconcile = False
-        self._shared_config = shared
-        self._shared: SharedWriter | None = None
+        self._strategy = commit or EmbeddedCommit()
         if load:
             self.open()
 
@@ -129,77 +122,38 @@ class KnowledgeBase:
             if self._client is not None:
                 return
             self._dir.mkdir(parents=True, exist_ok=True)
-            remove_stale_temps(self._dir, self._state_path.name)  # a crash mid-save
             source = self._client_source
             self._client = source if isinstance(source, QdrantClient) else source()
             self._vectors = QdrantVectorStore(collection_name=self._collection, client=self._client)
-            self._state = KBState.load(self._state_path)
-            if self._shared_config is not None:
-                self._shared = SharedWriter(
-                    self._client, self._collection, self._shared_config, self._dir
-                )
-                self._adopt(self._shared.open())
+            self._state = self._strategy.open(self._client, self._collection, self._dir)
             self.reconcile()
-
-    def _adopt(self, found: CollectionScan) -> None:
-        """Make the docstore say what the collection's committed points say."""
-        before = self._state.hashes()
-        self._state = KBState.from_scan(found, self._state.version)
-        if self._state.hashes() != before:
-            self._state.version += 1
-            log.info("knowledge base read from the collection: %d documents", len(found.current))
-            if self.writable:
-                self._save_state()
 
     @property
     def writable(self) -> bool:
         """False while another instance holds the shared collection's writer's lease."""
-        return self._shared is None or self._shared.writable
-
-    def _require_writer(self) -> None:
-        """On a shared collection, writes need the lease; take it if it has lapsed."""
-        if self._shared is not None:
-            found = self._shared.require()
-            if found is not None:
-                self._adopt(found)
+        return self._strategy.writable
 
     def release_writer(self) -> None:
         """Give up the shared collection's writer's lease now (read-only from here on),
         so another instance can take over without waiting for it to lapse."""
         with self._writer:
-            if self._shared is not None:
-                self._shared.release()
+            self._strategy.release()
 
     def close(self) -> None:
         with self._lock:
-            if self._shared is not None:
-                self._shared.release()
+            self._strategy.release()
             if self._client is not None:
                 self._client.close()
 
     @property
     def client(self) -> QdrantClient:
-        if self._client is None:
-            raise RuntimeError("the knowledge base is not open yet")
-        return self._client
+        return require_open(self._client)
 
     @property
     def vectors(self) -> QdrantVectorStore:
-        if self._vectors is None:
-            raise RuntimeError("the knowledge base is not open yet")
-        return self._vectors
+        return require_open(self._vectors)
 
     # ----- state --------------------------------------------------------------
-
-    def _save_state(self) -> None:
-        """Embedded: the commit point. Shared: a cache of what the committed points say,
-        so a failure to write it fails nothing (the next start rebuilds it)."""
-        try:
-            self._state.save(self._state_path)
-        except OSError:
-            if self._shared is None:
-                raise
-            log.warning("could not cache the docstore in %s; the collection has it", self._dir)
 
     @property
     def version(self) -> int:
@@ -235,14 +189,7 @@ class KnowledgeBase:
         with self._lock:
             nodes = self._state.docstore.get_nodes(self.chunk_ids(doc_id), raise_error=False)
         nodes.sort(key=lambda n: n.metadata.get(CHUNK_INDEX_KEY, 0))
-        return [
-            StoredChunk(
-                n.node_id,
-                n.get_content(metadata_mode=MetadataMode.NONE),
-                getattr(n, "start_char_idx", None),
-            )
-            for n in nodes
-        ]
+        return [StoredChunk(n.node_id, _text(n), getattr(n, "start_char_idx", None)) for n in nodes]
 
     def _collection_exists(self) -> bool:
         return bool(self.client.collection_exists(self._collection))
@@ -257,12 +204,12 @@ class KnowledgeBase:
         is embedded, and wait at most for the commit itself.
         """
         with self._writer:
-            self._require_writer()
+            self._state = self._strategy.take_writer(self._state)  # or CollectionLeasedError
             added: list[str] = []
             updated: list[str] = []
             unchanged: list[str] = []
-            todo = []
-            triples: dict[str, list[list[str]]] = {}
+            todo: list[Document] = []
+            triples: Triples = {}
             with self._lock:
                 for doc in documents:
                     digest = document_hash(doc, self._chunking)
@@ -278,8 +225,7 @@ class KnowledgeBase:
                 old_chunks = [c for doc_id in updated for c in self.chunk_ids(doc_id)]
 
             nodes = list(self._pipeline.run(documents=todo))
-            if self._shared is not None:
-                self._shared.mark_pending(nodes, triples)
+            self._strategy.stage(nodes, triples)
             checkpoint("ingest.embedded")
 
             with self._lock:
@@ -292,6 +238,9 @@ class KnowledgeBase:
             stale = sorted(set(old_chunks) - {n.node_id for n in nodes})
             self._remove_chunks(stale)
             checkpoint("ingest.old_chunks_removed")
+            texts: dict[str, list[tuple[str, str]]] = {}
+            for n in nodes:  # in document order: ``ChunkIdentity`` numbered them so
+                texts.setdefault(n.ref_doc_id or "", []).append((n.node_id, _text(n)))
             return ChangeSet(
                 added=added,
                 updated=updated,
@@ -304,43 +253,25 @@ class KnowledgeBase:
                 ],
                 removed_chunk_ids=stale,
                 kb_version=self._state.version,
+                chunk_texts=texts,
             )
 
-    def _commit(
-        self, docs: list[Any], nodes: list[BaseNode], triples: dict[str, list[list[str]]]
-    ) -> None:
-        """Add the new chunks, then make the new document versions current on disk."""
+    def _commit(self, docs: list[Document], nodes: list[BaseNode], triples: Triples) -> None:
+        """Add the new chunks, then make the new document versions current."""
         self.vectors.add(nodes)
         checkpoint("ingest.vectors_added")
-        if self._shared is not None:
-            self._shared.commit([n.node_id for n in nodes])
-            checkpoint("ingest.points_committed")
-        for doc in docs:
-            self._state.docstore.delete_ref_doc(doc.id_, raise_error=False)
-            self._state.docstore.set_document_hash(doc.id_, doc.metadata[DOC_HASH_KEY])
-        # Vectors live in Qdrant; a copy in the docstore would make every save
-        # serialize them all again (the whole file is rewritten on each write).
-        self._state.docstore.add_documents(
-            [n.model_copy(update={"embedding": None}) for n in nodes], store_text=True
-        )
-        for doc_id, doc_triples in triples.items():
-            if doc_triples:
-                self._state.triples[doc_id] = doc_triples
-            else:
-                self._state.triples.pop(doc_id, None)
+        self._strategy.publish([n.node_id for n in nodes])
+        self._state.put(docs, nodes, triples)
         self._state.version += 1
-        self._save_state()
+        self._strategy.save(self._state)
 
     def _rollback(self) -> None:
-        """After a failed write: back to what is on disk, minus any orphaned chunks.
+        """After a failed write: back to the committed state, minus any orphaned chunks.
 
         If Qdrant cannot remove them now, retrieval still hides them and the next
         ``reconcile`` removes them."""
         try:
-            if self._shared is not None:  # the points are the truth: read them again
-                self._adopt(self._shared.scan())
-            else:
-                self._state = KBState.load(self._state_path)
+            self._state = self._strategy.reread(self._state)
             self.reconcile()
         except Exception:
             log.exception("rollback: orphaned chunks stay hidden until the next reconcile")
@@ -374,21 +305,15 @@ class KnowledgeBase:
 
     def delete(self, doc_id: str) -> ChangeSet:
         with self._writer, self._lock:
-            self._require_writer()
+            self._state = self._strategy.take_writer(self._state)  # or CollectionLeasedError
             if self._state.docstore.get_document_hash(doc_id) is None:
                 raise DocumentNotFoundError(doc_id)
             chunks = self.chunk_ids(doc_id)
-            if self._shared is not None:
-                # On a server the points are the commit point: they go first.
-                self._shared.delete_document(doc_id)
-                checkpoint("delete.points_removed")
+            self._strategy.withdraw(doc_id)
             try:
-                self._state.docstore.delete_ref_doc(doc_id, raise_error=False)
-                self._state.docstore.delete_document(doc_id, raise_error=False)
-                self._state.drop_hash(doc_id)
-                self._state.triples.pop(doc_id, None)
+                self._state.forget(doc_id)
                 self._state.version += 1
-                self._save_state()
+                self._strategy.save(self._state)
             except BaseException:
                 self._rollback()
                 raise
@@ -407,15 +332,7 @@ class KnowledgeBase:
         with self._lock:
             if not self._collection_exists():
                 return 0
-            if self._shared is not None:
-                return self._shared.remove_own_leftovers()
-            stale = self._state.orphans(self.client, self._collection)
-            if stale:
-                log.warning(
-                    "reconcile: removing %d chunks left by an interrupted write", len(stale)
-                )
-                self.client.delete(self._collection, points_selector=stale)
-            return len(stale)
+            return self._strategy.remove_leftovers(self._state)
 
     # ----- reads --------------------------------------------------------------
 
@@ -429,12 +346,9 @@ class KnowledgeBase:
             if not self._collection_exists():
                 return []
             fetch = top_k + (16 if self._needs_reconcile else 2)
-            extra: dict[str, Any] = {}
-            if self._shared is not None:
-                extra["qdrant_filters"] = shared_points.visible_chunks()
             result = self.vectors.query(
                 VectorStoreQuery(query_embedding=query_embedding.tolist(), similarity_top_k=fetch),
-                **extra,
+                qdrant_filters=self._strategy.visible(),
             )
             # A reader without the lease knows only what was there at its start: it
             # trusts the committed points (Qdrant filtered out unfinished writes).
@@ -450,7 +364,7 @@ class KnowledgeBase:
             stale = known is None or known != node.metadata.get(DOC_HASH_KEY)
             if stale and not trust_points:
                 continue
-            text = node.get_content(metadata_mode=MetadataMode.NONE)
+            text = _text(node)
             passages.append(
                 Passage(
                     doc_id=doc_id,
@@ -466,5 +380,10 @@ class KnowledgeBase:
         with self._lock:
             if not self._collection_exists():
                 return 0
-            shown = shared_points.visible_chunks() if self._shared is not None else None
+            shown = self._strategy.visible()
             return int(self.client.count(self._collection, count_filter=shown, exact=True).count)
+
+
+def _text(node: BaseNode) -> str:
+    """A chunk's text alone, as the prompt shows it (without the embedded title)."""
+    return node.get_content(metadata_mode=MetadataMode.NONE)

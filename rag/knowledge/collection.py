@@ -1,7 +1,7 @@
 """A Qdrant collection on a server, shared with other writers: what each point says.
 
 In the embedded default warmrag owns its collection, and the docstore file in its
-data folder is the commit point (``KnowledgeBase``). On a server the collection
+data folder is the commit point (``rag.knowledge.commit``). On a server the collection
 may outlive that folder, or be seen by a second instance, so the state they must
 agree on lives with the points themselves:
 

@@ -81,10 +81,6 @@ def doc_id_problem(doc_id: str) -> str | None:
     return None
 
 
-def is_valid_doc_id(doc_id: str) -> bool:
-    return doc_id_problem(doc_id) is None
-
-
 def _check_doc_id(value: str) -> str:
     if problem := doc_id_problem(value):
         raise ValueError(f"document id {problem}")
@@ -301,17 +297,6 @@ def duplicate_ids(documents: Iterable[DocumentIn]) -> list[str]:
     return sorted(doc_id for doc_id, n in counts.items() if n > 1)
 
 
-class WarmState(StrEnum):
-    """How a chat's prefix stood against the warm registry."""
-
-    HIT = "hit"  # registered, and vLLM served all its full blocks from cache
-    # registered partly warm (longer than warmup's per-entry share): vLLM served the
-    # warmed part from cache, and computed the rest
-    PARTIAL = "partial"
-    EVICTED = "evicted"  # registered, but vLLM had evicted (part of) what was warmed
-    COLD = "cold"  # not registered (or warmup is off)
-
-
 class Passage(BaseModel):
     """One retrieved chunk."""
 
@@ -343,6 +328,11 @@ class ChangeSet(BaseModel):
     added_chunks: list[ChunkRecord] = Field(default_factory=list, exclude=True)
     removed_chunk_ids: list[str] = Field(default_factory=list)
     kb_version: int
+    #: Each added or updated document's new chunks as (chunk_id, text), in document
+    #: order (``KnowledgeBase.chunk_texts``' shape): what the graph extracts triples
+    #: from (``GraphSync.apply``). Not serialized: a change read back from warmup's
+    #: store has none.
+    chunk_texts: dict[str, list[tuple[str, str]]] = Field(default_factory=dict, exclude=True)
 
     @property
     def changed(self) -> bool:

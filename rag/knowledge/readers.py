@@ -16,7 +16,7 @@ from __future__ import annotations
 import io
 import re
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
 from markdownify import ATX, MarkdownConverter
 
@@ -111,8 +111,3 @@ def read_document(name: str, data: bytes) -> FileText:
     except UnicodeDecodeError as exc:
         raise UnreadableFileError(f"not UTF-8 text (byte {exc.start})") from None
     return FileText(text, markdown_title(text))
-
-
-def read_text_file(path: Path) -> FileText:
-    """The file's text and title by its suffix (one of ``TEXT_SUFFIXES``)."""
-    return read_document(path.name, path.read_bytes())

@@ -9,9 +9,12 @@ the truth and this state is rebuilt from them (``from_scan``); the file is a cac
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from llama_index.core import Document
+from llama_index.core.schema import BaseNode
 from llama_index.core.storage.docstore import SimpleDocumentStore
 from llama_index.core.vector_stores.utils import metadata_dict_to_node
 from qdrant_client import QdrantClient
@@ -89,8 +92,29 @@ class KBState:
             if offset is None:
                 return stale
 
-    def drop_hash(self, doc_id: str) -> None:
+    def put(self, docs: Sequence[Document], nodes: Sequence[BaseNode], triples: Triples) -> None:
+        """Make these document versions (their hashes, chunks and supplied triples)
+        current in place of any earlier ones."""
+        for doc in docs:
+            self.docstore.delete_ref_doc(doc.id_, raise_error=False)
+            self.docstore.set_document_hash(doc.id_, doc.metadata[DOC_HASH_KEY])
+        # Vectors live in Qdrant; a copy in the docstore would make every save
+        # serialize them all again (the whole file is rewritten on each write).
+        self.docstore.add_documents(
+            [n.model_copy(update={"embedding": None}) for n in nodes], store_text=True
+        )
+        for doc_id, doc_triples in triples.items():
+            if doc_triples:
+                self.triples[doc_id] = doc_triples
+            else:
+                self.triples.pop(doc_id, None)
+
+    def forget(self, doc_id: str) -> None:
+        """Drop a document: its chunks, its hash and its supplied triples."""
+        self.docstore.delete_ref_doc(doc_id, raise_error=False)
+        self.docstore.delete_document(doc_id, raise_error=False)
         # SimpleDocumentStore has no public "forget this hash"; an absent hash is
         # how upsert recognises a new document.
         kv = self.docstore._kvstore
         kv.delete(doc_id, collection=self.docstore._metadata_collection)
+        self.triples.pop(doc_id, None)

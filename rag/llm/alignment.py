@@ -27,9 +27,11 @@ from typing import Protocol
 
 import httpx
 
-log = logging.getLogger(__name__)
+from rag.llm.client import Message
+from rag.llm.errors import LLMError
+from rag.llm.server_metrics import parse_vllm_metrics
 
-Message = dict[str, str]
+log = logging.getLogger(__name__)
 
 #: What pads: a separate line of " ." units, each one token.
 PAD_LEAD = "\n\n"
@@ -42,6 +44,10 @@ class PrefixTokenCounter(Protocol):
 
     def count(self, messages: Sequence[Message]) -> int | None: ...
 
+    def block_size(self) -> int | None:
+        """The server's KV block size in tokens; None: cannot tell now."""
+        ...
+
 
 class VLLMTokenCounter:
     """Counts through a vLLM server's ``/tokenize`` (blocking; call from a worker thread)."""
@@ -52,6 +58,19 @@ class VLLMTokenCounter:
         self._http = httpx.Client(base_url=self.base_url, timeout=timeout_s)
         self._absent = False
         self._warned = False
+        self._block_size: int | None = None
+
+    def block_size(self) -> int | None:
+        """vLLM's KV block size, from its ``/metrics`` (read until it answers, then kept:
+        a server's block size does not change while it runs)."""
+        if self._block_size is None:
+            try:
+                response = self._http.get("/metrics")
+                response.raise_for_status()
+                self._block_size = parse_vllm_metrics(response.text).require_cache().block_size
+            except (httpx.HTTPError, LLMError) as exc:
+                log.debug("vLLM's block size is not known yet: %s", exc)
+        return self._block_size
 
     def count(self, messages: Sequence[Message]) -> int | None:
         if self._absent:
@@ -78,16 +97,21 @@ class VLLMTokenCounter:
 class BlockAligner:
     """Pads a prefix to whole KV blocks (see the module doc); thread-safe.
 
-    ``block_size`` is None until vLLM reports its cache (then nothing is padded)."""
+    The block size is the counter's (vLLM's own) unless ``block_size`` fixes it; while
+    it is unknown (vLLM not up yet) nothing is padded."""
 
     def __init__(
         self, counter: PrefixTokenCounter, block_size: int | None = None, max_remembered: int = 8192
     ) -> None:
         self.counter = counter
-        self.block_size = block_size
+        self._fixed_block_size = block_size
         self.max_remembered = max_remembered
         self._fits: OrderedDict[str, tuple[int, int | None]] = OrderedDict()
         self._lock = threading.Lock()
+
+    @property
+    def block_size(self) -> int | None:
+        return self._fixed_block_size or self.counter.block_size()
 
     def align(self, system: str) -> tuple[str, int | None]:
         """The system turn's text padded so that its rendered prefix fills whole blocks,

@@ -13,8 +13,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import httpx
+from httpx_sse import EventSource, SSEError
 
-from rag.chat.prompt import Message
 from rag.llm.errors import LLMBadResponseError as LLMBadResponseError
 from rag.llm.errors import LLMError as LLMError
 from rag.llm.errors import LLMRequestError as LLMRequestError
@@ -23,6 +23,9 @@ from rag.llm.errors import LLMUnavailableError as LLMUnavailableError
 from rag.llm.server_metrics import VLLMMetrics, parse_vllm_metrics
 
 log = logging.getLogger(__name__)
+
+#: One chat message as the OpenAI-compatible API takes it (``role``, ``content``).
+Message = dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -101,13 +104,25 @@ class LLMEngine(Protocol):
     """What warmrag needs of a vLLM server (chat, warmup, readiness)."""
 
     def stream_chat(
-        self, messages: Sequence[Message], *, max_tokens: int, temperature: float
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int,
+        temperature: float,
+        prefix_key: str | None = None,
     ) -> AsyncIterator[TextDelta | Usage]:
-        """Yield text deltas as they are generated, then one ``Usage``."""
+        """Yield text deltas as they are generated, then one ``Usage``.
+
+        ``prefix_key``: the fingerprint of the prompt's prefix, computed once by the
+        caller; a pool of replicas routes by it, a single server ignores it."""
         ...
 
     async def prefill(
-        self, messages: Sequence[Message], *, max_prompt_tokens: int | None = None
+        self,
+        messages: Sequence[Message],
+        *,
+        max_prompt_tokens: int | None = None,
+        prefix_key: str | None = None,
     ) -> Usage:
         """Compute and cache the KV blocks of a prompt prefix; ``max_prompt_tokens``:
         only its first tokens (a prefix longer than warmup's per-entry share)."""
@@ -151,7 +166,12 @@ class VLLMClient:
         return {"model": self.model, "messages": list(messages), **extra}
 
     async def stream_chat(
-        self, messages: Sequence[Message], *, max_tokens: int, temperature: float
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int,
+        temperature: float,
+        prefix_key: str | None = None,
     ) -> AsyncIterator[TextDelta | Usage]:
         """Yield text deltas as vLLM produces them, then one ``Usage``."""
         body = self._chat_body(
@@ -165,10 +185,10 @@ class VLLMClient:
         try:
             async with self._http.stream("POST", "/v1/chat/completions", json=body) as resp:
                 await self._raise_for_status(resp)
-                async for line in resp.aiter_lines():
-                    if not line.startswith("data:"):
-                        continue  # SSE comments, event names and blank separators
-                    data = line[5:].strip()
+                async for event in EventSource(resp).aiter_sse():
+                    data = event.data.strip()
+                    if not data:
+                        continue  # an event with no data (a keep-alive)
                     if data == "[DONE]":
                         done = True
                         break
@@ -179,6 +199,8 @@ class VLLMClient:
                             yield TextDelta(text)
                     if chunk.get("usage"):
                         yield _usage(chunk["usage"])
+        except SSEError as exc:
+            raise LLMBadResponseError(f"vLLM's chat stream is not an event stream: {exc}") from exc
         except httpx.HTTPError as exc:
             raise LLMUnavailableError(f"vLLM at {self.base_url} is unreachable: {exc!r}") from exc
         if not done:
@@ -186,7 +208,11 @@ class VLLMClient:
             raise LLMUnavailableError("vLLM's stream ended before [DONE]")
 
     async def prefill(
-        self, messages: Sequence[Message], *, max_prompt_tokens: int | None = None
+        self,
+        messages: Sequence[Message],
+        *,
+        max_prompt_tokens: int | None = None,
+        prefix_key: str | None = None,
     ) -> Usage:
         """Compute and cache the KV blocks of ``messages`` (a prompt prefix).
 

@@ -1,4 +1,5 @@
-"""Where a prompt prefix goes among vLLM replicas (seed 003's router, the decision part).
+"""Where a prompt prefix goes among vLLM replicas (the cold-start design's router, the
+decision part).
 
 A prefix is cheap only on the replica that holds its KV blocks, so the same prefix
 must keep going to the same replica:
@@ -166,7 +167,7 @@ class _ReplicaState:
     routes: dict[RouteKind, int] = field(default_factory=lambda: dict.fromkeys(RouteKind, 0))
 
 
-class PrefixRouter:
+class PrefixPlacement:
     """Chooses a replica per prefix fingerprint and keeps the state that choice needs
     (status, KV usage, weights, affinity). It does no I/O: the pool feeds it."""
 

@@ -1,8 +1,10 @@
-"""Several vLLM replicas behind one ``LLMEngine``, routed by prompt prefix (seed 003's router).
+"""Several vLLM replicas behind one ``LLMEngine``, routed by prompt prefix (the cold-start
+design's router).
 
-``ReplicaPool`` sends each chat and prefill to the replica ``rag.llm.placement.PrefixRouter``
-chooses for its prefix fingerprint (``fingerprint_of(prefix_messages_of(messages))``,
-the one the warm registry keys by), so a prefix warmed on a replica is reused there.
+``ReplicaPool`` sends each chat and prefill to the replica ``rag.llm.placement.PrefixPlacement``
+chooses for the prefix key its caller passes (the prompt's fingerprint, which the chat
+engine and warmup computed once and the warm registry keys by), so a prefix warmed on a
+replica is reused there; a request with no key is placed by load alone.
 A replica that fails before answering (``LLMUnavailableError`` before the first event)
 is marked down and the request is retried once on the next-ranked replica; once text
 has streamed the error is the caller's, as a retry would repeat it. ``check_health``
@@ -20,18 +22,19 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
-from rag.chat.prompt import Message, fingerprint_of, prefix_messages_of
 from rag.llm.client import (
     CacheConfig,
     LLMEngine,
     LLMError,
     LLMTimeoutError,
     LLMUnavailableError,
+    Message,
     TextDelta,
     Usage,
 )
+from rag.llm.metrics import ReplicaMetrics
 from rag.llm.placement import (
-    PrefixRouter,
+    PrefixPlacement,
     ReplicaSnapshot,
     Route,
     RouteKind,
@@ -39,11 +42,9 @@ from rag.llm.placement import (
     Transition,
     TransitionKind,
 )
-from rag.metrics import ServiceMetrics
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-Listener = Callable[[Transition], None]
 
 
 class ReplicaConfigError(LLMError):
@@ -97,39 +98,6 @@ class HealthReport:
         return self._names(TransitionKind.CAME_BACK)
 
 
-class _PoolMetrics:
-    """The pool's Prometheus series; nothing when the pool has no ``ServiceMetrics``."""
-
-    def __init__(self, metrics: ServiceMetrics | None, names: Sequence[str]) -> None:
-        self._m = metrics
-        if metrics is not None:
-            for name in names:  # every replica's series exists from the start
-                metrics.replica_up.labels(name).set(1)
-                metrics.replica_kv_usage.labels(name).set(0)
-                metrics.replica_cold_starts.labels(name)
-
-    def route(self, route: Route) -> None:
-        if self._m is not None:
-            self._m.replica_routes.labels(route.replica, route.kind.value).inc()
-
-    def chat(self, name: str, usage: Usage) -> None:
-        if self._m is not None:
-            hit = "true" if usage.cached_tokens > 0 else "false"
-            self._m.replica_chats.labels(name, hit).inc()
-            self._m.replica_prompt_tokens.labels(name).inc(usage.prompt_tokens)
-            self._m.replica_cached_tokens.labels(name).inc(usage.cached_tokens)
-
-    def kv_usage(self, name: str, usage: float) -> None:
-        if self._m is not None:
-            self._m.replica_kv_usage.labels(name).set(usage)
-
-    def transition(self, t: Transition) -> None:
-        if self._m is not None:
-            self._m.replica_up.labels(t.replica).set(t.kind is not TransitionKind.WENT_DOWN)
-            if t.kind is not TransitionKind.WENT_DOWN:
-                self._m.replica_cold_starts.labels(t.replica).inc()
-
-
 class ReplicaPool:
     """``LLMEngine`` over several vLLM replicas, routed by prompt prefix."""
 
@@ -141,13 +109,13 @@ class ReplicaPool:
         burst_headroom: float = 0.10,
         usage_step: float = 0.05,
         affinity_max_entries: int = 100_000,
-        metrics: ServiceMetrics | None = None,
+        metrics: ReplicaMetrics | None = None,
         down_after_checks: int = 3,
     ) -> None:
         """``down_after_checks``: failed health checks in a row that mark a replica down."""
         self.replicas = tuple(replicas)
         self.down_after_checks = down_after_checks
-        self.router = PrefixRouter(
+        self.placement = PrefixPlacement(
             [r.name for r in self.replicas],
             policy=policy,
             burst_headroom=burst_headroom,
@@ -155,43 +123,37 @@ class ReplicaPool:
             affinity_max_entries=affinity_max_entries,
         )
         self._engines = {r.name: r.engine for r in self.replicas}
-        self._metrics = _PoolMetrics(metrics, self.router.names)
+        self._metrics = metrics
+        if metrics is not None:
+            metrics.add_replicas(self.placement.names)
         self._pending: list[Transition] = []
         self._failed_checks = {r.name: 0 for r in self.replicas}
-        self._on_down: list[Listener] = []
-        self._on_up: list[Listener] = []
 
     # ----- routing ---------------------------------------------------------------------
 
-    @staticmethod
-    def fingerprint(messages: Sequence[Message]) -> str | None:
-        """The routing key: the prefix's fingerprint (``None``: no prefix to keep warm)."""
-        prefix = prefix_messages_of(messages)
-        return fingerprint_of(prefix) if prefix else None
-
-    def where(self, messages: Sequence[Message]) -> str | None:
-        """The replica a request with these messages would go to now (nothing changes)."""
-        fingerprint = self.fingerprint(messages)
-        route = self.router.choose(fingerprint) or self.router.choose(
+    def where(self, fingerprint: str | None) -> str | None:
+        """The replica a request on this prefix would go to now (nothing changes)."""
+        route = self.placement.choose(fingerprint) or self.placement.choose(
             fingerprint, include_down=True
         )
         return route.replica if route else None
 
     def pin(self, fingerprint: str, replica: str) -> None:
         """Remember ``fingerprint`` as warm on ``replica`` (restoring placements)."""
-        self.router.pin(fingerprint, replica)
+        self.placement.pin(fingerprint, replica)
 
     def forget(self, replica: str) -> int:
         """Forget every prefix remembered on ``replica`` (its cache is gone); how many."""
-        return self.router.forget(replica)
+        return self.placement.forget(replica)
 
     def _first_route(self, fingerprint: str | None) -> Route:
-        route = self.router.choose(fingerprint)
+        route = self.placement.choose(fingerprint)
         if route is None:  # every replica is marked down; the marks may be stale
-            route = self.router.choose(fingerprint, include_down=True)
+            route = self.placement.choose(fingerprint, include_down=True)
         assert route is not None  # the router has at least one replica
-        self.router.count(route)
-        self._metrics.route(route)
+        self.placement.count(route)
+        if self._metrics is not None:
+            self._metrics.route(route)
         return route
 
     def _failover(
@@ -201,12 +163,13 @@ class ReplicaPool:
         if isinstance(exc, LLMTimeoutError) or failed.kind is RouteKind.FAILOVER:
             return None  # the chat's deadline passed, or this was the retry already
         self.mark_down(failed.replica)
-        chosen = self.router.choose(fingerprint, exclude={failed.replica})
+        chosen = self.placement.choose(fingerprint, exclude={failed.replica})
         if chosen is None:
             return None
         retry = Route(chosen.replica, RouteKind.FAILOVER)
-        self.router.count(retry)
-        self._metrics.route(retry)
+        self.placement.count(retry)
+        if self._metrics is not None:
+            self._metrics.route(retry)
         log.warning(
             "vLLM replica %s failed (%s); retrying on %s", failed.replica, exc, retry.replica
         )
@@ -215,10 +178,15 @@ class ReplicaPool:
     # ----- LLMEngine -------------------------------------------------------------------
 
     async def stream_chat(
-        self, messages: Sequence[Message], *, max_tokens: int, temperature: float
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int,
+        temperature: float,
+        prefix_key: str | None = None,
     ) -> AsyncIterator[TextDelta | Usage]:
         """The chosen replica's stream, its ``Usage`` naming the replica."""
-        fingerprint = self.fingerprint(messages)
+        fingerprint = prefix_key
         route = self._first_route(fingerprint)
         while True:
             events = self._engines[route.replica].stream_chat(
@@ -229,7 +197,8 @@ class ReplicaPool:
                 async for event in events:
                     if isinstance(event, Usage):
                         event = replace(event, replica=route.replica)
-                        self._metrics.chat(route.replica, event)
+                        if self._metrics is not None:
+                            self._metrics.chat(route.replica, event)
                     started = True
                     yield event
             except LLMUnavailableError as exc:
@@ -240,14 +209,18 @@ class ReplicaPool:
                 continue
             finally:
                 await _aclose(events)
-            self.router.served(fingerprint, route.replica)
+            self.placement.served(fingerprint, route.replica)
             return
 
     async def prefill(
-        self, messages: Sequence[Message], *, max_prompt_tokens: int | None = None
+        self,
+        messages: Sequence[Message],
+        *,
+        max_prompt_tokens: int | None = None,
+        prefix_key: str | None = None,
     ) -> Usage:
         """Prefill on the replica this prefix routes to; ``Usage.replica`` says which."""
-        fingerprint = self.fingerprint(messages)
+        fingerprint = prefix_key
         route = self._first_route(fingerprint)
         while True:
             try:
@@ -259,7 +232,7 @@ class ReplicaPool:
                     raise
                 route = retry
                 continue
-            self.router.served(fingerprint, route.replica)
+            self.placement.served(fingerprint, route.replica)
             return replace(usage, replica=route.replica)
 
     async def cache_config(self) -> CacheConfig:
@@ -284,7 +257,7 @@ class ReplicaPool:
 
     async def kv_usage(self) -> float:
         """Mean KV usage over the replicas that are up (all, if none is marked up)."""
-        names = [n for n in self.router.names if self.router.is_up(n)] or None
+        names = [n for n in self.placement.names if self.placement.is_up(n)] or None
         readings = await self._gather(lambda e: e.kv_usage(), "KV usage", names)
         for name, usage in readings.items():
             self._record_usage(name, usage)
@@ -329,39 +302,23 @@ class ReplicaPool:
 
     # ----- health ------------------------------------------------------------------------
 
-    def on_down(self, listener: Listener) -> None:
-        """Call ``listener`` when a replica goes down."""
-        self._on_down.append(listener)
-
-    def on_up(self, listener: Listener) -> None:
-        """Call ``listener`` when a replica comes up or back (its cache is cold)."""
-        self._on_up.append(listener)
-
     def mark_down(self, replica: str) -> None:
         self._set_up(replica, False)
 
-    def mark_up(self, replica: str) -> None:
-        self._set_up(replica, True)
-
     def _set_up(self, name: str, up: bool) -> None:
-        transition = self.router.set_up(name, up)
+        transition = self.placement.set_up(name, up)
         if transition is None:
             return
         self._pending.append(transition)
-        self._metrics.transition(transition)
+        if self._metrics is not None:
+            self._metrics.transition(transition)
         level = logging.WARNING if transition.kind is TransitionKind.WENT_DOWN else logging.INFO
         log.log(level, "vLLM replica %s %s", name, transition.kind.value.replace("_", " "))
-        for listener in (
-            self._on_down if transition.kind is TransitionKind.WENT_DOWN else self._on_up
-        ):
-            try:
-                listener(transition)
-            except Exception:
-                log.exception("a replica %s listener failed", transition.kind.value)
 
     def _record_usage(self, name: str, usage: float) -> None:
-        self.router.set_usage(name, usage)
-        self._metrics.kv_usage(name, usage)
+        self.placement.set_usage(name, usage)
+        if self._metrics is not None:
+            self._metrics.record_kv_usage(name, usage)
 
     async def _healthy(self, replica: Replica) -> bool:
         try:
@@ -394,14 +351,12 @@ class ReplicaPool:
             if up or failed >= self.down_after_checks:
                 self._set_up(replica.name, up)
         transitions, self._pending = tuple(self._pending), []
-        return HealthReport(transitions, self.router.snapshot())
-
-    def use_metrics(self, metrics: ServiceMetrics) -> None:
-        """Report to this service's metrics (the composition root wires it)."""
-        self._metrics = _PoolMetrics(metrics, self.router.names)
+        return HealthReport(transitions, self.placement.snapshot())
 
     def snapshot(self) -> PoolSnapshot:
-        return PoolSnapshot(self.router.policy, self.router.snapshot(), len(self.router.affinity))
+        return PoolSnapshot(
+            self.placement.policy, self.placement.snapshot(), len(self.placement.affinity)
+        )
 
 
 async def _aclose(events: AsyncIterator[TextDelta | Usage]) -> None:

@@ -101,10 +101,6 @@ class VLLMServer:
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
-    @property
-    def log_path(self) -> Path:
-        return self._log_file
-
     def command(self) -> list[str]:
         cmd = [
             sys.executable, "-m", "vllm.entrypoints.openai.api_server",

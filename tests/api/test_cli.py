@@ -11,8 +11,6 @@ from __future__ import annotations
 import errno
 import json
 import re
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -37,7 +35,7 @@ def admin_env(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--help"]) == 0
     out = capsys.readouterr().out
-    for command in ("serve", "ingest", "delete", "warm", "status", "ask", "bench"):
+    for command in ("serve", "ingest", "delete", "warm", "status", "ask"):
         assert re.search(rf"\b{command}\b", out), command
     assert main(["ingest", "--help"]) == 0
     assert "--dry-run" in capsys.readouterr().out
@@ -310,25 +308,3 @@ def test_a_full_disk_stops_an_embedded_ingest_and_stores_nothing(
     service = services.start(llm=FakeEngine())  # the same folder: nothing was stored
     assert service.runtime.kb.document_ids() == []
     assert main(["ingest", "--embedded", str(page)]) == 1  # the service holds it now
-
-
-@pytest.mark.parametrize(
-    ("child", "status"),
-    [("sys.exit(0)", 0), ("sys.exit(1)", 1), ("os.kill(os.getpid(), signal.SIGKILL)", 137)],
-)
-def test_bench_ends_with_the_suites_exit_status(
-    child: str, status: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A real child process stands in for ``python -m bench`` (which would load the whole
-    stack and run for minutes): its arguments pass through, a failed suite (1) fails the
-    command, and a child killed by a signal ends it as a shell would report it (128 + 9)."""
-    real_popen = subprocess.Popen
-    started: list[list[str]] = []
-
-    def stand_in(argv: list[str], cwd: Path) -> subprocess.Popen[bytes]:
-        started.append(argv[1:])
-        return real_popen([sys.executable, "-c", f"import os, signal, sys; {child}"], cwd=cwd)
-
-    monkeypatch.setattr(subprocess, "Popen", stand_in)
-    assert main(["bench", "--quick", "--only", "scale"]) == status
-    assert started == [["-m", "bench", "--quick", "--only", "scale"]]

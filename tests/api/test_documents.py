@@ -9,7 +9,7 @@ import httpx
 
 from tests.conftest import ADMIN_TOKEN, Service, ServiceFactory
 from tests.fakes import FakeEngine
-from tests.rag.test_readers import write_pdf
+from tests.rag.knowledge.test_readers import write_pdf
 
 DOC = {
     "id": "zorn",

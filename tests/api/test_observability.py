@@ -18,7 +18,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from api.logs import LogFormat, log_handler
-from rag.metrics import FIRST_TOKEN_BUCKETS
+from rag.chat.metrics import FIRST_TOKEN_BUCKETS
 from tests.conftest import Service
 from tests.fakes import FakeEngine
 

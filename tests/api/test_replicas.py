@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from api.metrics import ServiceMetrics
 from rag.llm.pool import Replica, ReplicaPool
 from tests.api.test_vllm_faults import wait_for
 from tests.conftest import Service, Services
@@ -17,12 +18,18 @@ from tests.warmup.rig import DOCS, QUESTIONS
 from tests.warmup.test_routes_fake import seed
 
 
-def pool_of(*engines: FakeEngine) -> ReplicaPool:
-    return ReplicaPool([Replica(f"r{i}", e) for i, e in enumerate(engines)])
-
-
-def start(services: Services, pool: ReplicaPool, **overrides: Any) -> Service:
-    return services.start(llm=pool, replica_health_interval_s=0.05, **overrides)
+def start(
+    services: Services,
+    engines: tuple[FakeEngine, ...],
+    names: tuple[str, ...] = ("r0", "r1"),
+    **overrides: Any,
+) -> Service:
+    """A service over a pool of these engines, named ``names``, reporting to the app's
+    metrics."""
+    metrics = ServiceMetrics()
+    replicas = [Replica(name, e) for name, e in zip(names, engines, strict=True)]
+    pool = ReplicaPool(replicas, metrics=metrics.replicas)
+    return services.start(llm=pool, metrics=metrics, replica_health_interval_s=0.05, **overrides)
 
 
 def entries(service: Service) -> dict[str, dict[str, Any]]:
@@ -37,7 +44,7 @@ def engines() -> tuple[FakeEngine, FakeEngine]:
 def test_a_prefix_is_warmed_and_then_asked_on_the_same_replica(
     services: Services, engines: tuple[FakeEngine, FakeEngine]
 ) -> None:
-    service = start(services, pool_of(*engines))
+    service = start(services, engines)
     service.ingest(*[d.model_dump() for d in DOCS])
     seed(service, *QUESTIONS.values())
     placed = entries(service)
@@ -58,7 +65,7 @@ def test_a_prefix_is_warmed_and_then_asked_on_the_same_replica(
 def test_when_a_replica_goes_down_its_prefixes_are_warmed_on_the_other(
     services: Services, engines: tuple[FakeEngine, FakeEngine]
 ) -> None:
-    service = start(services, pool_of(*engines))
+    service = start(services, engines)
     service.ingest(*[d.model_dump() for d in DOCS])
     seed(service, *QUESTIONS.values())
     on_r0 = [q for q, e in entries(service).items() if e["replica"] == "r0"]
@@ -92,13 +99,13 @@ def test_after_a_restart_of_warmrag_prefixes_go_back_to_their_replicas(
     services: Services, engines: tuple[FakeEngine, FakeEngine]
 ) -> None:
     """The replicas kept their caches; the registry says which holds what."""
-    first = start(services, pool_of(*engines))
+    first = start(services, engines)
     first.ingest(*[d.model_dump() for d in DOCS])
     seed(first, *QUESTIONS.values())
     placed = {q: e["replica"] for q, e in entries(first).items()}
     first.stop()
     # A new pool (fresh router memory) listing the replicas the other way round.
-    again = start(services, ReplicaPool([Replica("r1", engines[1]), Replica("r0", engines[0])]))
+    again = start(services, (engines[1], engines[0]), names=("r1", "r0"))
     assert {q: e["replica"] for q, e in entries(again).items()} == placed
     for question in QUESTIONS.values():
         assert again.chat(question)["cache"]["warm_hit"] is True

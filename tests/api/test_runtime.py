@@ -31,9 +31,9 @@ def test_the_fact_choice_is_path_aware_unless_turned_off(tmp_path: Path) -> None
     """WARMRAG_KG_PATH_AWARE: the selector's weights and the memo's rules go together."""
     on = Runtime(Settings(data_dir=tmp_path), embedder=Embedder(), llm=FakeEngine())
     assert on.selector.path_weights is not None and on.selector.max_gain > 0
-    assert on.memo.fact_gain == on.selector.max_gain and on.memo.fact_entities is not None
+    assert on.memo.rule.fact_gain == on.selector.max_gain and on.memo.rule.fact_entities is not None
     off = Runtime(
         Settings(data_dir=tmp_path, kg_path_aware=False), embedder=Embedder(), llm=FakeEngine()
     )
     assert off.selector.path_weights is None and off.selector.max_gain == 0
-    assert off.memo.fact_gain == 0 and off.memo.fact_entities is None
+    assert off.memo.rule.fact_gain == 0 and off.memo.rule.fact_entities is None

@@ -131,10 +131,15 @@ class SlowEngine(FakeEngine):
     delay_s: float = 0.3
 
     async def stream_chat(
-        self, messages: Sequence[Message], *, max_tokens: int, temperature: float
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int,
+        temperature: float,
+        prefix_key: str | None = None,
     ) -> AsyncIterator[TextDelta | Usage]:
         async for event in super().stream_chat(
-            messages, max_tokens=max_tokens, temperature=temperature
+            messages, max_tokens=max_tokens, temperature=temperature, prefix_key=prefix_key
         ):
             if isinstance(event, TextDelta):
                 await asyncio.sleep(self.delay_s)

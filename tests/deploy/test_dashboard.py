@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "deploy" / "grafana" / "dashboards" / "warmrag.json"
 DATASOURCES = ROOT / "deploy" / "grafana" / "provisioning" / "datasources" / "prometheus.yml"
 PROMETHEUS = ROOT / "deploy" / "prometheus" / "prometheus.yml"
-VLLM_TEXTS = sorted((ROOT / "tests" / "rag" / "data").glob("vllm_metrics_*.txt"))
+VLLM_TEXTS = sorted((ROOT / "tests" / "rag" / "llm" / "data").glob("vllm_metrics_*.txt"))
 SUFFIXES = ("_total", "_bucket", "_count", "_sum", "_created")
 #: PromQL words that are not metric names (functions are told by the "(" after them).
 KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "and", "or",

@@ -80,7 +80,7 @@ def test_a_place_no_verb_joins_is_an_entity_the_search_finds(
 ) -> None:
     # No verb joins "Douro valley" (the small model even reads the first sentence as one
     # noun phrase); it modifies "Growers", so it comes as (Growers, in, Douro valley).
-    graph.replace_document("douro", extractor.extract_chunks("douro", [("douro#0", DOURO)]))
+    graph.replace_documents({"douro": extractor.extract_chunks("douro", [("douro#0", DOURO)])})
     triples = [t.as_list() for t in graph.triples_for_document("douro")]
     assert ["Growers", "use", "Kestrel sensor"] in triples
     assert ["Growers", "use to", "schedule irrigation"] in triples

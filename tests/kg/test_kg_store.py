@@ -18,8 +18,8 @@ def edge_docs(graph: KnowledgeGraph) -> set[str]:
 
 
 def test_same_entity_from_two_documents_is_one_node(graph: KnowledgeGraph) -> None:
-    graph.replace_document("a", supplied("a", ("Marie Curie", "born in", "Warsaw")))
-    graph.replace_document("b", supplied("b", ("marie  curie", "discover", "the polonium")))
+    graph.replace_documents({"a": supplied("a", ("Marie Curie", "born in", "Warsaw"))})
+    graph.replace_documents({"b": supplied("b", ("marie  curie", "discover", "the polonium"))})
     assert graph.node_count == 3
     assert graph.edge_count == 2
     assert [e.key for e in graph.search_entities("curie", 10)] == ["marie curie"]
@@ -42,18 +42,19 @@ def test_each_distinct_text_is_embedded_once_per_change(
     assert texts.count("Warsaw") == 1
     assert sum(t.lower() == "marie curie" for t in texts) == 1  # one node, one name
     # Known nodes and triple texts are not embedded again by a later change.
-    graph.replace_document("c", supplied("c", ("Marie Curie", "born in", "Warsaw")))
+    graph.replace_documents({"c": supplied("c", ("Marie Curie", "born in", "Warsaw"))})
     assert len(counting_embed.calls) == 1
 
 
 def test_remove_keeps_shared_entities_and_drops_orphans(graph: KnowledgeGraph) -> None:
-    graph.replace_document(
-        "a",
-        supplied(
-            "a", ("Marie Curie", "born in", "Warsaw"), ("Marie Curie", "discover", "polonium")
-        ),
+    graph.replace_documents(
+        {
+            "a": supplied(
+                "a", ("Marie Curie", "born in", "Warsaw"), ("Marie Curie", "discover", "polonium")
+            )
+        }
     )
-    graph.replace_document("b", supplied("b", ("Marie Curie", "win", "Nobel Prize")))
+    graph.replace_documents({"b": supplied("b", ("Marie Curie", "win", "Nobel Prize"))})
     assert graph.remove_document("a") is True
     keys = {e.key for e in graph.search_entities("", 100)}
     assert keys == {"marie curie", "nobel prize"}
@@ -64,23 +65,23 @@ def test_remove_keeps_shared_entities_and_drops_orphans(graph: KnowledgeGraph) -
 
 
 def test_replace_swaps_a_documents_edges(graph: KnowledgeGraph) -> None:
-    graph.replace_document("a", supplied("a", ("Marie Curie", "born in", "Warsaw")))
-    graph.replace_document("b", supplied("b", ("Marie Curie", "win", "Nobel Prize")))
-    graph.replace_document("b", supplied("b", ("Marie Curie", "discover", "radium")))
+    graph.replace_documents({"a": supplied("a", ("Marie Curie", "born in", "Warsaw"))})
+    graph.replace_documents({"b": supplied("b", ("Marie Curie", "win", "Nobel Prize"))})
+    graph.replace_documents({"b": supplied("b", ("Marie Curie", "discover", "radium"))})
     assert [t.as_list() for t in graph.triples_for_document("b")] == [
         ["Marie Curie", "discover", "radium"]
     ]
     keys = {e.key for e in graph.search_entities("", 100)}
     assert keys == {"marie curie", "warsaw", "radium"}  # "nobel prize" was orphaned
     assert graph.edge_count == 2
-    graph.replace_document("b", [])
+    graph.replace_documents({"b": []})
     assert graph.document_ids() == ["a"]
     assert graph.node_count == 2
 
 
 def test_display_name_follows_the_remaining_documents(graph: KnowledgeGraph) -> None:
-    graph.replace_document("a", supplied("a", ("MARIE CURIE", "born in", "Warsaw")))
-    graph.replace_document("b", supplied("b", ("Marie Curie", "win", "Nobel Prize")))
+    graph.replace_documents({"a": supplied("a", ("MARIE CURIE", "born in", "Warsaw"))})
+    graph.replace_documents({"b": supplied("b", ("Marie Curie", "win", "Nobel Prize"))})
     assert graph.search_entities("marie curie", 1)[0].name == "MARIE CURIE"
     graph.remove_document("a")
     assert graph.search_entities("marie curie", 1)[0].name == "Marie Curie"
@@ -90,7 +91,7 @@ def test_triples_for_document_keeps_order_and_provenance(
     graph: KnowledgeGraph, extractor: TripleExtractor
 ) -> None:
     triples = corpus_triples(extractor, "curie")
-    graph.replace_document("curie", triples)
+    graph.replace_documents({"curie": triples})
     assert graph.triples_for_document("curie") == triples
     assert graph.triples_for_document("unknown") == []
     chunk_ids = {t.chunk_id for t in graph.triples_for_document("curie")}
@@ -98,16 +99,19 @@ def test_triples_for_document_keeps_order_and_provenance(
 
 
 def test_duplicate_triples_within_a_document_are_stored_once(graph: KnowledgeGraph) -> None:
-    graph.replace_document(
-        "a",
-        supplied("a", ("Marie Curie", "born in", "Warsaw"), ("marie curie", "Born in", "warsaw")),
+    graph.replace_documents(
+        {
+            "a": supplied(
+                "a", ("Marie Curie", "born in", "Warsaw"), ("marie curie", "Born in", "warsaw")
+            )
+        }
     )
     assert graph.edge_count == 1
 
 
 def test_triple_filed_under_another_document_is_rejected(graph: KnowledgeGraph) -> None:
     with pytest.raises(ValueError, match="filed under"):
-        graph.replace_document("a", supplied("b", ("x", "p", "y")))
+        graph.replace_documents({"a": supplied("b", ("x", "p", "y"))})
     assert graph.edge_count == 0
 
 
@@ -143,7 +147,7 @@ def test_persistence_reloads_without_reembedding(
     )
 
     # A change after reload embeds only what is new, and is itself persisted.
-    second.replace_document("einstein", corpus_triples(extractor, "einstein"))
+    second.replace_documents({"einstein": corpus_triples(extractor, "einstein")})
     assert "Albert Einstein" in second_embed.texts
     assert "Marie Curie" not in second_embed.texts
     third = KnowledgeGraph(folder, CountingEmbed(embed_fn))
@@ -154,16 +158,16 @@ def test_unchanged_document_is_not_reembedded(
     graph: KnowledgeGraph, counting_embed: CountingEmbed, extractor: TripleExtractor
 ) -> None:
     triples = corpus_triples(extractor, "paris")
-    graph.replace_document("paris", triples)
+    graph.replace_documents({"paris": triples})
     calls = len(counting_embed.calls)
-    graph.replace_document("paris", triples)
+    graph.replace_documents({"paris": triples})
     assert len(counting_embed.calls) == calls
 
 
 def test_lost_vectors_are_repaired_on_load(tmp_path: Path, embed_fn: EmbedFn) -> None:
     folder = tmp_path / "kg"
-    KnowledgeGraph(folder, embed_fn).replace_document(
-        "a", supplied("a", ("Marie Curie", "born in", "Warsaw"))
+    KnowledgeGraph(folder, embed_fn).replace_documents(
+        {"a": supplied("a", ("Marie Curie", "born in", "Warsaw"))}
     )
     (folder / TRIPLE_VECTORS_FILE).unlink()  # as if a crash lost this write
     embed = CountingEmbed(embed_fn)
@@ -178,7 +182,7 @@ def test_failing_embed_changes_nothing(tmp_path: Path) -> None:
 
     graph = KnowledgeGraph(tmp_path / "kg", broken)
     with pytest.raises(RuntimeError):
-        graph.replace_document("a", supplied("a", ("Marie Curie", "born in", "Warsaw")))
+        graph.replace_documents({"a": supplied("a", ("Marie Curie", "born in", "Warsaw"))})
     assert (graph.node_count, graph.edge_count, graph.document_ids()) == (0, 0, [])
 
 

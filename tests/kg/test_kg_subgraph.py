@@ -102,7 +102,7 @@ def test_same_inputs_same_output_across_instances(
     assert reloaded.select(question, vector, passages) == first
     reverse = KnowledgeGraph(tmp_path / "reverse", embed_fn)
     for doc in reversed(DOCS):
-        reverse.replace_document(doc, corpus_triples(extractor, doc))
+        reverse.replace_documents({doc: corpus_triples(extractor, doc)})
     assert SubgraphSelector(reverse).select(question, vector, passages) == first
 
 
@@ -141,8 +141,8 @@ def test_unrelated_question_gets_no_triples(selector: SubgraphSelector, embed_fn
 
 def test_one_fact_from_two_documents_is_offered_once(tmp_path: Path, embed_fn: EmbedFn) -> None:
     graph = KnowledgeGraph(tmp_path / "kg", embed_fn)
-    graph.replace_document("a", supplied("a", ("Marie Curie", "born in", "Warsaw")))
-    graph.replace_document("b", supplied("b", ("marie curie", "born in", "warsaw")))
+    graph.replace_documents({"a": supplied("a", ("Marie Curie", "born in", "Warsaw"))})
+    graph.replace_documents({"b": supplied("b", ("marie curie", "born in", "warsaw"))})
     triples = ask(SubgraphSelector(graph, min_score=-1.0), embed_fn, "Where was Curie born?")
     assert len(triples) == 1
 
@@ -150,7 +150,7 @@ def test_one_fact_from_two_documents_is_offered_once(tmp_path: Path, embed_fn: E
 def test_candidate_cap_bounds_the_work_deterministically(tmp_path: Path, embed_fn: EmbedFn) -> None:
     hub = [("Qdrant", "integrates with", f"Tool {i}") for i in range(40)]
     graph = KnowledgeGraph(tmp_path / "kg", embed_fn)
-    graph.replace_document("hub", supplied("hub", *hub))
+    graph.replace_documents({"hub": supplied("hub", *hub)})
     selector = SubgraphSelector(graph, max_candidate_edges=10, min_score=-1.0)
     question = "What does Qdrant integrate with?"
     vector = embed_fn([question])[0]

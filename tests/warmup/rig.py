@@ -11,14 +11,16 @@ from typing import Any
 import anyio
 from qdrant_client import QdrantClient
 
-from rag.chat.engine import ChatEngine, ChatResult
+from api.metrics import ServiceMetrics
+from rag.chat.engine import ChatActivity, ChatEngine
+from rag.chat.memo import ContextMemo
 from rag.chat.prompt import PromptBuilder, PromptShape
 from rag.chat.query import normalize_query
+from rag.chat.results import ChatResult
 from rag.chat.retriever import Retriever
 from rag.knowledge.base import KnowledgeBase
 from rag.knowledge.embedding import Embedder
 from rag.knowledge.models import ChangeSet, DocumentIn
-from rag.metrics import ServiceMetrics
 from tests.fakes import FakeEngine, tokens_of
 from warmup.budget import ChatShape
 from warmup.models import WarmEntry
@@ -61,17 +63,23 @@ class Rig:
     metrics: ServiceMetrics
     chat: ChatEngine
     service: WarmupService
+    memo: ContextMemo
     now: list[float]
 
     async def ingest(self, *docs: DocumentIn) -> ChangeSet:
         change = await anyio.to_thread.run_sync(self.kb.upsert, list(docs))
-        self.service.notify_change(change)
+        self.changed(change)
         return change
 
     async def delete(self, doc_id: str) -> ChangeSet:
         change = await anyio.to_thread.run_sync(self.kb.delete, doc_id)
-        self.service.notify_change(change)
+        self.changed(change)
         return change
+
+    def changed(self, change: ChangeSet) -> None:
+        """What the service's change listener does: the memo forgets, warmup queues."""
+        self.memo.forget([change])
+        self.service.notify_change(change)
 
     async def ask(self, question: str) -> ChatResult:
         return await self.chat.answer(question)
@@ -112,8 +120,9 @@ async def make_rig(
     metrics = ServiceMetrics()
     builder = PromptBuilder()
     retriever = Retriever(kb)
-    chat = ChatEngine(retriever, builder, engine, metrics, max_tokens=8)
-    warmer = Warmer(engine, chat.activity, metrics, quiet_s=0.0)
+    memo = ContextMemo()
+    activity = ChatActivity()
+    warmer = Warmer(engine, activity, metrics.warmup, quiet_s=0.0)
     service = WarmupService(
         WarmupSettings(**{"debounce_s": 3600.0, **settings}),
         WarmupStore(folder / "warmup.sqlite3", load=False),
@@ -121,12 +130,22 @@ async def make_rig(
         builder,
         engine,
         warmer,
-        metrics,
+        metrics.warmup,
         top_k=3,
         chat_shape=ChatShape(4096, PromptShape(passages=3, passage_wordpieces=200, triples=3), 8),
+        memo=memo,
         clock=lambda: now[0],
     )
-    chat.observer = service
+    chat = ChatEngine(
+        retriever,
+        builder,
+        engine,
+        metrics.chat,
+        max_tokens=8,
+        memo=memo,
+        observer=service,
+        activity=activity,
+    )
     await anyio.to_thread.run_sync(service.open)
     await service.start()
-    return Rig(kb, engine, metrics, chat, service, now)
+    return Rig(kb, engine, metrics, chat, service, memo, now)

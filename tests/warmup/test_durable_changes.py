@@ -31,7 +31,7 @@ def test_a_restart_never_restores_entries_with_old_text(
         assert "green" in old["zorn"].messages[0]["content"]
         await rig.ingest(topic("zorn-0", "The river Zorn", "The river Zorn is blue."))
         await rig.delete("mars-0")
-        assert rig.service.pending_changes == 2
+        assert rig.service.view().pending_changes == 2
         await rig.close()
         if pending == "lost":  # killed before the changes reached SQLite
             with sqlite3.connect(tmp_path / "warmup.sqlite3") as db:
@@ -56,7 +56,7 @@ def test_a_restart_never_restores_entries_with_old_text(
             # Nothing warm holds the old passage: what this chat reused came from prefills
             # of current text only.
             assert not any("green" in " ".join(p) for p in engine.prefills)
-            assert rig.service.pending_changes == 0
+            assert rig.service.view().pending_changes == 0
             assert await rig.service.journal.flush(5.0)
             assert rig.service.store.load().pending == []
         finally:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from rag.chat.results import WarmState
 from rag.knowledge.embedding import Embedder
-from rag.knowledge.models import WarmState
 from tests.fakes import FakeEngine, tokens_of
 from tests.warmup.rig import QUESTIONS, Rig
 from tests.warmup.test_service import run

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
+from api.metrics import ServiceMetrics
 from rag.chat.engine import ChatActivity
 from rag.chat.prompt import PromptBuilder
-from rag.metrics import ServiceMetrics
 from tests.fakes import FakeEngine
 from warmup.warmer import Warmer
 
@@ -16,7 +16,12 @@ def test_prefills_next_to_chats_take_at_most_their_share() -> None:
         engine = FakeEngine(prefill_delay_s=0.05)
         activity = ChatActivity()
         warmer = Warmer(
-            engine, activity, ServiceMetrics(), yield_timeout_s=0.01, quiet_s=0.0, busy_share=0.01
+            engine,
+            activity,
+            ServiceMetrics().warmup,
+            yield_timeout_s=0.01,
+            quiet_s=0.0,
+            busy_share=0.01,
         )
         prefix = PromptBuilder().prefix([])
         activity.enter()  # a chat in flight: no quiet moment comes

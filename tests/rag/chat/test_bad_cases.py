@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from rag.chat.bad_cases import BadCaseLog, BadCaseReason, WarmState
+from rag.chat.query import normalize_query
 
 
 def vec(*values: float) -> np.ndarray:
@@ -14,6 +15,7 @@ def vec(*values: float) -> np.ndarray:
 def record(log: BadCaseLog, question: str, embedding: np.ndarray, **overrides: object) -> object:
     values: dict[str, object] = {
         "question": question,
+        "query_key": normalize_query(question),
         "embedding": embedding,
         "context_fingerprint": "ctx",
         "warm_state": WarmState.COLD,

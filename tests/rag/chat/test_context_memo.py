@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rag.chat.change_rule import ChangeRule
 from rag.chat.memo import ContextMemo, Retrieved
 from rag.chat.prompt import PromptBuilder
 from rag.chat.retriever import Retrieval
@@ -76,7 +77,9 @@ def test_facts_from_a_changed_document_or_a_stronger_new_fact_forget_the_item() 
         "d6": unit(0, 0, 1)[None, :],
     }
     memo = ContextMemo(
-        fact_vectors=lambda docs: np.concatenate([new_fact[d] for d in docs]), max_facts=2
+        rule=ChangeRule(
+            fact_vectors=lambda docs: np.concatenate([new_fact[d] for d in docs]), max_facts=2
+        )
     )
     remembered(memo, "k", retrieved(q, facts=full))
     assert memo.forget([change(added=["d8"])]) == 0  # its fact scores 0 for this question
@@ -94,13 +97,17 @@ def test_with_path_aware_facts_the_gain_and_the_entities_looked_at_count() -> No
     vectors = {"near": unit(0.6, 0.8, 0)[None, :], "far": unit(0, 0, 1)[None, :]}
     entities = {"near": {"x"}, "far": {"brightfield"}}
     plain = ContextMemo(
-        fact_vectors=lambda docs: np.concatenate([vectors[d] for d in docs]), max_facts=2
+        rule=ChangeRule(
+            fact_vectors=lambda docs: np.concatenate([vectors[d] for d in docs]), max_facts=2
+        )
     )
     paths = ContextMemo(
-        fact_vectors=lambda docs: np.concatenate([vectors[d] for d in docs]),
-        max_facts=2,
-        fact_gain=0.2,
-        fact_entities=lambda docs: set().union(*(entities[d] for d in docs)),
+        rule=ChangeRule(
+            fact_vectors=lambda docs: np.concatenate([vectors[d] for d in docs]),
+            max_facts=2,
+            fact_gain=0.2,
+            fact_entities=lambda docs: set().union(*(entities[d] for d in docs)),
+        )
     )
     for memo in (plain, paths):
         remembered(memo, "k", retrieved(q, facts=full, reach=frozenset({"brightfield", "a"})))

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from rag.chat.metrics import FIRST_TOKEN_BUCKETS
 from rag.chat.timeline import HEATMAP_BUCKET_MS, HEATMAP_BUCKETS, ChatTimeline, heatmap_bucket
-from rag.metrics import FIRST_TOKEN_BUCKETS
 
 
 class Clock:

@@ -1,5 +1,6 @@
-"""GraphSync on a real knowledge base: a change's documents are parsed together, and the
-graph holds what parsing each document alone would give."""
+"""GraphSync on a real knowledge base: a change's documents are parsed together, from the
+texts the change carries, and the graph holds what parsing each document alone would
+give; a graph left behind is rebuilt from the knowledge base."""
 
 from __future__ import annotations
 
@@ -55,9 +56,53 @@ def test_a_change_is_parsed_in_one_stream(
     sync.apply(kb.upsert(DOCS))
     assert extractor.calls == [["curie", "paris"]]
     for doc in DOCS:
-        alone = [t.as_list() for t in sync.triples_of(doc.id)]
+        parsed = sync.triples_of_documents({doc.id: kb.chunk_texts(doc.id)})
+        alone = [t.as_list() for t in parsed[doc.id]]
         assert [t.as_list() for t in sync.graph.triples_for_document(doc.id)] == alone
     curie = sync.graph.triples_for_document("curie")
     assert curie[0].source == "supplied"  # supplied first, then the extracted ones
     assert ["Marie Curie", "born in", "Warsaw"] in [t.as_list() for t in curie]
     assert sync.reconcile() == 0  # the graph reflects every document version
+
+
+def test_a_change_is_applied_from_its_own_texts(
+    kb: KnowledgeBase, embedder: Embedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sync = GraphSync(kb, KnowledgeGraph(tmp_path / "kg", embedder.embed_texts), TripleExtractor())
+    change = kb.upsert(DOCS)
+    assert change.chunk_texts == {d.id: kb.chunk_texts(d.id) for d in DOCS}
+    assert "chunk_texts" not in change.model_dump()  # never serialized (warmup's store)
+
+    def unread(doc_id: str) -> list[tuple[str, str]]:
+        raise AssertionError(f"{doc_id}'s chunks were read back from the knowledge base")
+
+    monkeypatch.setattr(kb, "chunk_texts", unread)
+    sync.apply(change)
+    monkeypatch.undo()
+    assert ["Marie Curie", "born in", "Warsaw"] in [
+        t.as_list() for t in sync.graph.triples_for_document("curie")
+    ]
+
+
+def test_a_graph_left_behind_is_rebuilt_from_the_knowledge_base(
+    kb: KnowledgeBase, embedder: Embedder, tmp_path: Path
+) -> None:
+    """A crash after the KB committed and before the graph was written (no change to
+    apply), and a change applied after a later write replaced its documents: both end
+    with the graph of what the KB holds now."""
+    sync = GraphSync(kb, KnowledgeGraph(tmp_path / "kg", embedder.embed_texts), TripleExtractor())
+    kb.upsert(DOCS)  # never applied: the crash
+    assert sync.reconcile() == 2
+    assert ["Gustave Eiffel", "build", "towers"] in [
+        t.as_list() for t in sync.graph.triples_for_document("paris")
+    ]
+    old = kb.upsert([DocumentIn(id="paris", text="Paris is the capital of France.")])
+    kb.upsert([DocumentIn(id="paris", text="Lyon lies on the Rhone. Lyon hosts a festival.")])
+    sync.apply(old)  # stale: its texts are no longer the KB's, which it reads instead
+    paris = [t.as_list() for t in sync.graph.triples_for_document("paris")]
+    assert ["Lyon", "lie on", "Rhone"] in paris and [
+        "Paris",
+        "be capital of",
+        "France",
+    ] not in paris
+    assert sync.reconcile() == 0

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from qdrant_client import QdrantClient
 
+import rag.knowledge.state
 from rag.knowledge.base import DocumentNotFoundError, KnowledgeBase
 from rag.knowledge.embedding import Embedder
 from rag.knowledge.models import DocumentIn
@@ -100,14 +101,15 @@ def test_state_survives_reopen(open_kb) -> None:
 
 
 def test_crash_between_add_and_commit_leaves_old_version(open_kb, monkeypatch) -> None:
-    """Fault injection: the docstore write fails after the new chunks were added."""
+    """Fault injection: the docstore write (the commit point) fails after the new chunks
+    were added."""
     kb = open_kb()
     kb.upsert([CURIE])
 
-    def disk_error() -> None:
+    def disk_error(*args: object, **kwargs: object) -> None:
         raise OSError("disk full (injected)")
 
-    monkeypatch.setattr(kb, "_save_state", disk_error)
+    monkeypatch.setattr(rag.knowledge.state, "atomic_write", disk_error)
     with pytest.raises(OSError):
         kb.upsert([DocumentIn(id="curie", text="Marie Curie was born in Warsaw.")])
     monkeypatch.undo()

@@ -9,13 +9,18 @@ from pypdf import PdfWriter
 from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
 
 from rag.knowledge.files import DocumentFileError, documents_from_file
-from rag.knowledge.readers import UnreadableFileError, read_text_file
+from rag.knowledge.readers import FileText, UnreadableFileError, read_document
 
 HTML = b"""<!doctype html><html><head><title>The Zorn</title>
 <style>p { color: red }</style><script>var x = "not text";</script></head>
 <body><nav>Home</nav><h1>The river Zorn</h1>
 <p>The river Zorn flows through <b>Kellerby</b>.</p><ul><li>one</li><li>two</li></ul>
 </body></html>"""
+
+
+def read_file(path: Path) -> FileText:
+    """A file's text and title, read as an upload or ``documents_from_file`` reads it."""
+    return read_document(path.name, path.read_bytes())
 
 
 def write_pdf(path: Path, text: str | None, title: str | None = None) -> Path:
@@ -44,14 +49,14 @@ def write_pdf(path: Path, text: str | None, title: str | None = None) -> Path:
 def test_html_text_without_scripts_styles_or_head(tmp_path: Path) -> None:
     page = tmp_path / "zorn.html"
     page.write_bytes(HTML)
-    read = read_text_file(page)
+    read = read_file(page)
     assert read.title == "The Zorn"
     assert "# The river Zorn\n\nThe river Zorn flows through Kellerby." in read.text
     assert "color" not in read.text and "not text" not in read.text
     assert read.text.splitlines()[-2:] == ["- one", "- two"]
     # no <title>: the first heading
     page.write_bytes(b"<h1>Only a heading</h1><p>Body.</p>")
-    assert read_text_file(page).title == "Only a heading"
+    assert read_file(page).title == "Only a heading"
 
 
 def test_html_structure_is_read_as_markdown_without_escapes(tmp_path: Path) -> None:
@@ -63,7 +68,7 @@ def test_html_structure_is_read_as_markdown_without_escapes(tmp_path: Path) -> N
         b"parse_args</a>.</p><pre><code>$ tool --no-edit\n# a comment</code></pre>"
         b"<table><tr><th>flag</th></tr><tr><td>-q</td></tr></table>"
     )
-    text = read_text_file(page).text
+    text = read_file(page).text
     assert text.startswith("# CLI\n\n## Flags\n\nPass `--no-edit` to parse_args.")
     assert "```\n$ tool --no-edit\n# a comment\n```" in text
     assert "| flag |\n| --- |\n| -q |" in text
@@ -74,18 +79,18 @@ def test_html_nested_too_deeply_for_markdown_is_read_as_plain_text(tmp_path: Pat
     this fallback); the text is read without its structure."""
     page = tmp_path / "deep.html"
     page.write_bytes(b"<h1>Deep</h1>" + b"<div>" * 3000 + b"deep text" + b"</div>" * 3000)
-    text = read_text_file(page).text
+    text = read_file(page).text
     assert "deep text" in text and "Deep" in text
 
 
 def test_pdf_text_and_title(tmp_path: Path) -> None:
-    read = read_text_file(write_pdf(tmp_path / "z.pdf", "The river Zorn flows.", "The Zorn"))
+    read = read_file(write_pdf(tmp_path / "z.pdf", "The river Zorn flows.", "The Zorn"))
     assert read == read.__class__("The river Zorn flows.", "The Zorn")
 
 
 def test_pdfs_without_text_or_not_pdfs_are_refused_with_the_reason(tmp_path: Path) -> None:
     with pytest.raises(UnreadableFileError, match="no text layer"):
-        read_text_file(write_pdf(tmp_path / "scan.pdf", None))
+        read_file(write_pdf(tmp_path / "scan.pdf", None))
     broken = tmp_path / "broken.pdf"
     broken.write_bytes(b"%PDF-1.7 not really")
     with pytest.raises(DocumentFileError, match=r"broken\.pdf: not a readable PDF"):

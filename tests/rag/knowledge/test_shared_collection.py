@@ -17,6 +17,7 @@ from rag.knowledge.collection import SharedCollection
 from rag.knowledge.embedding import EMBEDDING_DIM, Embedder
 from rag.knowledge.lease import LEASE_POINT_ID, CollectionLease, CollectionLeasedError
 from rag.knowledge.models import DocumentIn
+from rag.knowledge.shared_commit import SharedCommit
 
 NAME = "shared"
 CURIE = DocumentIn(id="curie", text="Marie Curie discovered polonium and radium in Paris.")
@@ -40,7 +41,11 @@ def instance(client: QdrantClient, tmp_path: Path, embedder: Embedder) -> Iterat
     def open_(name: str, folder: str | None = None) -> KnowledgeBase:
         shared = SharedCollection(writer_id=f"id-{folder or name}", writer_name=name)
         kb = KnowledgeBase(
-            tmp_path / (folder or name), client, embedder, collection=NAME, shared=shared
+            tmp_path / (folder or name),
+            client,
+            embedder,
+            collection=NAME,
+            commit=SharedCommit(shared),
         )
         opened.append(kb)
         return kb

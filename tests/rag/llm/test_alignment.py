@@ -21,6 +21,9 @@ class WordCounter:
         self.merge_every = merge_every  # every n-th pad unit merges with the next
         self.fail = fail
 
+    def block_size(self) -> int | None:
+        return None  # the tests fix it on the aligner
+
     def count(self, messages: Sequence[Message]) -> int | None:
         self.calls += 1
         if self.fail:

@@ -1,4 +1,4 @@
-"""Prefix-affinity routing over several fake vLLM replicas (seed 003's router)."""
+"""Prefix-affinity routing over several fake vLLM replicas (the cold-start design's router)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from collections.abc import Sequence
 
 import pytest
 
-from rag.chat.prompt import Message, fingerprint_of
-from rag.llm.client import CacheConfig, LLMUnavailableError, TextDelta, Usage
-from rag.llm.placement import AffinityMemory, PrefixRouter, ReplicaStatus, RouteKind, load_weight
-from rag.llm.pool import Replica, ReplicaConfigError, ReplicaPool, RoutingPolicy, Transition
-from rag.metrics import ServiceMetrics
+from api.metrics import ServiceMetrics
+from rag.chat.prompt import fingerprint_of
+from rag.llm.client import CacheConfig, LLMUnavailableError, Message, TextDelta, Usage
+from rag.llm.placement import AffinityMemory, PrefixPlacement, ReplicaStatus, RouteKind, load_weight
+from rag.llm.pool import Replica, ReplicaConfigError, ReplicaPool, RoutingPolicy
 from tests.fakes import FakeEngine
 
 GIB = 1024**3
@@ -26,6 +26,18 @@ def prefix(i: int) -> list[Message]:
 
 def chat_of(i: int, question: str = "How hot is it?") -> list[Message]:
     return [*prefix(i), {"role": "user", "content": question}]
+
+
+def key_of(messages: Sequence[Message]) -> str | None:
+    """The prefix key a chat engine passes: the fingerprint of the leading system turns."""
+    n = 0
+    while n < len(messages) and messages[n]["role"] == "system":
+        n += 1
+    return fingerprint_of(messages[:n]) if n else None
+
+
+async def warm(pool: ReplicaPool, messages: Sequence[Message]) -> Usage:
+    return await pool.prefill(messages, prefix_key=key_of(messages))
 
 
 def fp(i: int) -> str:
@@ -46,7 +58,7 @@ def pool_of(
         replicas,
         policy=policy,
         burst_headroom=burst_headroom,
-        metrics=metrics,
+        metrics=metrics.replicas if metrics is not None else None,
         down_after_checks=down_after_checks,
     )
     return pool, fakes
@@ -54,7 +66,9 @@ def pool_of(
 
 async def chat(pool: ReplicaPool, messages: Sequence[Message]) -> tuple[str, Usage]:
     text, usage = "", Usage()
-    async for event in pool.stream_chat(messages, max_tokens=16, temperature=0.0):
+    async for event in pool.stream_chat(
+        messages, max_tokens=16, temperature=0.0, prefix_key=key_of(messages)
+    ):
         if isinstance(event, TextDelta):
             text += event.text
         else:
@@ -62,12 +76,12 @@ async def chat(pool: ReplicaPool, messages: Sequence[Message]) -> tuple[str, Usa
     return text, usage
 
 
-def placements(router: PrefixRouter, keys: range = range(KEYS)) -> list[str]:
+def placements(router: PrefixPlacement, keys: range = range(KEYS)) -> list[str]:
     routes = [router.choose(fp(i)) for i in keys]
     return [r.replica for r in routes if r is not None]
 
 
-def key_ranked_first_on(router: PrefixRouter, name: str) -> int:
+def key_ranked_first_on(router: PrefixPlacement, name: str) -> int:
     return next(i for i in range(KEYS) if router.rank(fp(i))[0] == name)
 
 
@@ -79,9 +93,9 @@ def test_a_prefix_goes_to_one_replica_and_is_warm_there() -> None:
     async def scenario() -> None:
         pool, engines = pool_of(3)
         for i in range(50):
-            assert pool.where(prefix(i)) == pool.where(chat_of(i))
-        warmed = await pool.prefill(prefix(7))
-        assert warmed.replica == pool.where(chat_of(7))
+            assert pool.where(key_of(prefix(i))) == pool.where(key_of(chat_of(i)))
+        warmed = await warm(pool, prefix(7))
+        assert warmed.replica == pool.where(key_of(chat_of(7)))
         _, usage = await chat(pool, chat_of(7))
         assert usage.replica == warmed.replica and usage.cached_tokens > 0
         served = [f"r{i}" for i, e in enumerate(engines) if e.chats]
@@ -91,14 +105,14 @@ def test_a_prefix_goes_to_one_replica_and_is_warm_there() -> None:
 
 
 def test_cold_keys_spread_evenly() -> None:
-    counts = Counter(placements(PrefixRouter(["r0", "r1", "r2"])))
+    counts = Counter(placements(PrefixPlacement(["r0", "r1", "r2"])))
     assert set(counts) == {"r0", "r1", "r2"}
     assert all(KEYS / 3 * 0.8 < n < KEYS / 3 * 1.2 for n in counts.values()), counts
 
 
 def test_adding_a_replica_moves_about_a_third_and_only_to_it() -> None:
-    before = placements(PrefixRouter(["r0", "r1"]))
-    after = placements(PrefixRouter(["r0", "r1", "r2"]))
+    before = placements(PrefixPlacement(["r0", "r1"]))
+    after = placements(PrefixPlacement(["r0", "r1", "r2"]))
     moved = [(a, b) for a, b in zip(before, after, strict=True) if a != b]
     assert 0.2 <= len(moved) / KEYS <= 0.45
     assert all(b == "r2" for _, b in moved)  # never between the two old replicas
@@ -110,20 +124,20 @@ def test_a_loaded_replica_takes_no_new_cold_keys() -> None:
         pool.pin(fp(0), "r0")  # warm there before the load came
         engines[0].kv_usage_override = 0.95
         await pool.check_health()
-        assert "r0" not in {pool.where(prefix(i)) for i in range(1, 300)}
-        assert pool.where(prefix(0)) == "r0"  # a known-warm prefix still goes there
+        assert "r0" not in {pool.where(key_of(prefix(i))) for i in range(1, 300)}
+        assert pool.where(key_of(prefix(0))) == "r0"  # a known-warm prefix still goes there
         for engine in engines:
             engine.kv_usage_override = 0.99
         await pool.check_health()
-        route = pool.router.choose(fp(1))
+        route = pool.placement.choose(fp(1))
         assert route is not None and route.kind is RouteKind.OVERFLOW
-        assert route.replica == pool.router.rank(fp(1))[0]
+        assert route.replica == pool.placement.rank(fp(1))[0]
 
     asyncio.run(scenario())
 
 
 def test_a_fuller_replica_gets_a_smaller_share_and_noise_moves_nothing() -> None:
-    router = PrefixRouter(["r0", "r1"])
+    router = PrefixPlacement(["r0", "r1"])
     router.set_usage("r0", 0.5)
     share = Counter(placements(router))["r0"] / KEYS
     assert 0.3 < share < 0.5  # weights 0.75 : 1
@@ -137,12 +151,12 @@ def test_a_down_replica_is_skipped_and_the_chat_fails_over() -> None:
     async def scenario() -> None:
         metrics = ServiceMetrics()
         pool, engines = pool_of(2, metrics=metrics)
-        key = key_ranked_first_on(pool.router, "r0")
+        key = key_ranked_first_on(pool.placement, "r0")
         engines[0].down = True  # not yet known to the pool
         text, usage = await chat(pool, chat_of(key))
         assert text and usage.replica == "r1"
         assert pool.snapshot().up == ("r1",)
-        assert pool.router.affinity.where(fp(key)) == "r1"  # the prefix is warm on r1 now
+        assert pool.placement.affinity.where(fp(key)) == "r1"  # the prefix is warm on r1 now
         assert sample(metrics, "warmrag_replica_routes_total", replica="r1", route="failover")
         assert sample(metrics, "warmrag_replica_up", replica="r0") == 0
         _, again = await chat(pool, chat_of(key))  # r0 is skipped, no retry needed
@@ -154,7 +168,7 @@ def test_a_down_replica_is_skipped_and_the_chat_fails_over() -> None:
 def test_no_retry_once_text_has_streamed() -> None:
     async def scenario() -> None:
         pool, engines = pool_of(2)
-        key = key_ranked_first_on(pool.router, "r0")
+        key = key_ranked_first_on(pool.placement, "r0")
         engines[0].crash_after_deltas = 1
         with pytest.raises(LLMUnavailableError, match="before \\[DONE\\]"):
             await chat(pool, chat_of(key))
@@ -167,12 +181,12 @@ def test_no_retry_once_text_has_streamed() -> None:
 def test_a_prefill_fails_over_and_all_down_is_the_callers() -> None:
     async def scenario() -> None:
         pool, engines = pool_of(2)
-        key = key_ranked_first_on(pool.router, "r0")
+        key = key_ranked_first_on(pool.placement, "r0")
         engines[0].down = True
-        assert (await pool.prefill(prefix(key))).replica == "r1"
+        assert (await warm(pool, prefix(key))).replica == "r1"
         engines[1].down = True
         with pytest.raises(LLMUnavailableError):
-            await pool.prefill(prefix(key + 1))
+            await warm(pool, prefix(key + 1))
         assert pool.snapshot().up == ()
 
     asyncio.run(scenario())
@@ -181,20 +195,20 @@ def test_a_prefill_fails_over_and_all_down_is_the_callers() -> None:
 def test_a_replica_that_comes_back_gets_new_keys_and_keeps_none_it_lost() -> None:
     async def scenario() -> None:
         pool, engines = pool_of(2)
-        r0_keys = [i for i in range(KEYS) if pool.router.rank(fp(i))[0] == "r0"]
+        r0_keys = [i for i in range(KEYS) if pool.placement.rank(fp(i))[0] == "r0"]
         moved, stayed = r0_keys[0], r0_keys[1]
-        await pool.prefill(prefix(moved))
-        await pool.prefill(prefix(stayed))
+        await warm(pool, prefix(moved))
+        await warm(pool, prefix(stayed))
         engines[0].down = True
         await pool.check_health()
-        assert pool.where(prefix(moved)) == "r1"
+        assert pool.where(key_of(prefix(moved))) == "r1"
         await chat(pool, chat_of(moved))  # served on r1 while r0 is down
         engines[0].down = False
         report = await pool.check_health()
         assert report.came_back == ("r0",)
-        assert pool.where(prefix(moved)) == "r1"  # lazy: warm on r1, it stays
-        assert pool.where(prefix(stayed)) == "r0"  # never moved, still remembered on r0
-        assert pool.where(prefix(r0_keys[2])) == "r0"  # cold keys rank r0 again
+        assert pool.where(key_of(prefix(moved))) == "r1"  # lazy: warm on r1, it stays
+        assert pool.where(key_of(prefix(stayed))) == "r0"  # never moved, still remembered on r0
+        assert pool.where(key_of(prefix(r0_keys[2]))) == "r0"  # cold keys rank r0 again
 
     asyncio.run(scenario())
 
@@ -237,10 +251,6 @@ def test_each_transition_is_reported_once() -> None:
     async def scenario() -> None:
         metrics = ServiceMetrics()
         pool, engines = pool_of(2, metrics=metrics)
-        downs: list[Transition] = []
-        ups: list[Transition] = []
-        pool.on_down(downs.append)
-        pool.on_up(ups.append)
         first = await pool.check_health()
         assert first.came_up == ("r0", "r1") and not first.went_down
         assert not (await pool.check_health()).transitions
@@ -249,10 +259,9 @@ def test_each_transition_is_reported_once() -> None:
         assert not (await pool.check_health()).transitions
         engines[1].down = False
         assert (await pool.check_health()).came_back == ("r1",)
-        assert [t.replica for t in downs] == ["r1"] and len(ups) == 3
         # a failed request marks a replica down between checks: the next report says so
         engines[0].down = True
-        await pool.prefill(prefix(key_ranked_first_on(pool.router, "r0")))
+        await warm(pool, prefix(key_ranked_first_on(pool.placement, "r0")))
         assert (await pool.check_health()).went_down == ("r0",)
         assert sample(metrics, "warmrag_replica_cold_start_total", replica="r1") == 2
         assert sample(metrics, "warmrag_replica_cold_start_total", replica="r0") == 1
@@ -308,12 +317,14 @@ def test_chats_are_counted_per_replica() -> None:
 def test_round_robin_ignores_prefixes() -> None:
     async def scenario() -> None:
         pool, _ = pool_of(3, policy=RoutingPolicy.ROUND_ROBIN)
-        assert pool.where(prefix(1)) == pool.where(prefix(1)) == "r0"  # a look moves nothing
-        served = [(await pool.prefill(prefix(1))).replica for _ in range(4)]
+        assert (
+            pool.where(key_of(prefix(1))) == pool.where(key_of(prefix(1))) == "r0"
+        )  # a look moves nothing
+        served = [(await warm(pool, prefix(1))).replica for _ in range(4)]
         assert served == ["r0", "r1", "r2", "r0"]
         pool.mark_down("r1")
-        assert [(await pool.prefill(prefix(1))).replica for _ in range(3)] == ["r2", "r0", "r2"]
-        assert len(pool.router.affinity) == 0
+        assert [(await warm(pool, prefix(1))).replica for _ in range(3)] == ["r2", "r0", "r2"]
+        assert len(pool.placement.affinity) == 0
 
     asyncio.run(scenario())
 
@@ -333,7 +344,7 @@ def test_one_replica_passes_through() -> None:
         engine = FakeEngine()
         pool, _ = pool_of(1, engine)
         direct = FakeEngine()
-        assert (await pool.prefill(prefix(1))).replica == "r0"
+        assert (await warm(pool, prefix(1))).replica == "r0"
         text, usage = await chat(pool, chat_of(1))
         expected = [e async for e in direct.stream_chat(chat_of(1), max_tokens=16, temperature=0)]
         assert text == "".join(e.text for e in expected if isinstance(e, TextDelta))
@@ -357,4 +368,4 @@ def test_affinity_memory_is_bounded() -> None:
     assert memory.where("b") is None and memory.where("a") == "r0" and len(memory) == 2
     assert memory.forget("r0") == 2 and len(memory) == 0
     with pytest.raises(ValueError, match="no replica named 'r9'"):
-        PrefixRouter(["r0"]).pin("a", "r9")
+        PrefixPlacement(["r0"]).pin("a", "r9")

@@ -1,0 +1,168 @@
+"""How a write to the knowledge base commits, and what says what is committed.
+
+``KnowledgeBase`` runs every write in one order: new chunks added, the write committed,
+old chunks removed. Where the two ways of storing the collection differ, it asks its
+``CommitStrategy``, chosen once when it is built (``api.stores.build_knowledge``):
+
+- ``EmbeddedCommit``, the default: Qdrant local mode in the data folder, which warmrag
+  owns. The docstore file is the commit point.
+- ``SharedCommit`` (``rag.knowledge.shared_commit``): a collection on a Qdrant server,
+  which may outlive the data folder or be seen by a second instance. The points carry
+  the state instead, the docstore is rebuilt from them at open, one instance holds the
+  writer's lease, and clean-up removes only this instance's own half-finished writes:
+  see ``rag.knowledge.collection``.
+
+Either way the state (``KBState``) is kept in the data folder's ``docstore.json``; the
+strategy says whether that file is the truth or a cache of the points.
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TypeVar
+
+from llama_index.core.schema import BaseNode
+from qdrant_client import QdrantClient
+from qdrant_client import models as qm
+
+from durable import remove_stale_temps
+from rag.knowledge.state import KBState, Triples
+
+log = logging.getLogger(__name__)
+
+STATE_FILE = "docstore.json"
+
+T = TypeVar("T")
+
+
+def require_open(value: T | None) -> T:
+    """``value``, which ``open`` sets: before it, the knowledge base is not open yet."""
+    if value is None:
+        raise RuntimeError("the knowledge base is not open yet")
+    return value
+
+
+class CommitStrategy(ABC):
+    """One storage mode's part of every write and read; one per knowledge base, bound
+    to its Qdrant client by ``open``."""
+
+    def __init__(self) -> None:
+        self._client: QdrantClient | None = None
+        self._collection = ""
+        self._data_dir = Path()
+
+    def open(self, client: QdrantClient, collection: str, data_dir: Path) -> KBState:
+        """Bind to the opened store and return the committed state: the docstore file
+        (temp files a crash mid-save left removed first), as the mode reads it."""
+        self._client, self._collection, self._data_dir = client, collection, data_dir
+        remove_stale_temps(data_dir, STATE_FILE)
+        return self._start(KBState.load(self.state_path))
+
+    @property
+    def state_path(self) -> Path:
+        return self._data_dir / STATE_FILE
+
+    @property
+    def client(self) -> QdrantClient:
+        return require_open(self._client)
+
+    @abstractmethod
+    def _start(self, cached: KBState) -> KBState:
+        """The committed state at open, given what the docstore file says."""
+
+    @property
+    @abstractmethod
+    def writable(self) -> bool:
+        """Whether this instance may write now."""
+
+    @abstractmethod
+    def take_writer(self, state: KBState) -> KBState:
+        """Before a write: the right to write (or ``CollectionLeasedError``), and the
+        committed state, read again where another writer may have changed it."""
+
+    @abstractmethod
+    def release(self) -> None:
+        """Give up the right to write: read-only from here on."""
+
+    @abstractmethod
+    def stage(self, nodes: Sequence[BaseNode], triples: Triples) -> None:
+        """A write's chunks, embedded, before they are added to the collection."""
+
+    @abstractmethod
+    def publish(self, point_ids: Sequence[str]) -> None:
+        """A write's chunks are in the collection; the docstore takes them next."""
+
+    @abstractmethod
+    def withdraw(self, doc_id: str) -> None:
+        """A document is being deleted; the docstore drops it next."""
+
+    @abstractmethod
+    def save(self, state: KBState) -> None:
+        """Write the docstore file after a change."""
+
+    @abstractmethod
+    def reread(self, state: KBState) -> KBState:
+        """After a failed write: the committed state, read again from where it lives."""
+
+    @abstractmethod
+    def remove_leftovers(self, state: KBState) -> int:
+        """Delete (from an existing collection) chunks an interrupted write left that
+        this mode may remove; return how many."""
+
+    @abstractmethod
+    def visible(self) -> qm.Filter | None:
+        """What Qdrant lets readers see (None: every point)."""
+
+
+class EmbeddedCommit(CommitStrategy):
+    """The embedded default: the docstore file is the commit point.
+
+    Write order keeps the store consistent across a crash at any point: new chunks are
+    added first, then the docstore (with the KB version) is replaced atomically, then
+    the old chunks are deleted. Until that last step, and if it fails, Qdrant holds
+    chunks no committed document owns ("orphans"): retrieval never returns them (each
+    hit's document hash is checked against the docstore), and ``remove_leftovers`` (run
+    at open, and after a write whose clean-up failed) removes them."""
+
+    def _start(self, cached: KBState) -> KBState:
+        return cached  # the file is the truth
+
+    @property
+    def writable(self) -> bool:
+        return True  # local mode locks the folder: no other writer can open it
+
+    def take_writer(self, state: KBState) -> KBState:
+        return state
+
+    def release(self) -> None:
+        """Nothing to give up."""
+
+    def stage(self, nodes: Sequence[BaseNode], triples: Triples) -> None:
+        """Nothing to mark: chunks no committed docstore names are never retrieved."""
+
+    def publish(self, point_ids: Sequence[str]) -> None:
+        """Nothing to do: saving the docstore commits."""
+
+    def withdraw(self, doc_id: str) -> None:
+        """Nothing to do: saving the docstore commits; the chunks go after it."""
+
+    def save(self, state: KBState) -> None:
+        """The commit point: a failure here fails the write."""
+        state.save(self.state_path)
+
+    def reread(self, state: KBState) -> KBState:
+        return KBState.load(self.state_path)
+
+    def remove_leftovers(self, state: KBState) -> int:
+        """Every chunk no committed document version owns."""
+        stale = state.orphans(self.client, self._collection)
+        if stale:
+            log.warning("reconcile: removing %d chunks left by an interrupted write", len(stale))
+            self.client.delete(self._collection, points_selector=stale)
+        return len(stale)
+
+    def visible(self) -> qm.Filter | None:
+        return None  # hits are checked against the docstore instead
