@@ -9,17 +9,9 @@ sighting: it ranks below every question users really asked.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from warmup.models import QueryRecord
-
-if TYPE_CHECKING:
-    from warmup.registry import Registry
-
-
-def decayed(count: float, last_seen: float, now: float, half_life_s: float) -> float:
-    """Exponentially decayed count: halves every ``half_life_s`` without a new sighting."""
-    return count * 0.5 ** (max(0.0, now - last_seen) / half_life_s)
+from warmup.registry import Registry, decayed
 
 
 class Heat:

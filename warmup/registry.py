@@ -18,12 +18,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from warmup.heat import decayed
 from warmup.models import QueryRecord, WarmEntry
 from warmup.store import Snapshot, WarmupStore
 
 #: Takes one write (a function of the store) and sees that it reaches SQLite.
 Persist = Callable[[Callable[[WarmupStore], None]], None]
+
+
+def decayed(count: float, last_seen: float, now: float, half_life_s: float) -> float:
+    """Exponentially decayed count: halves every ``half_life_s`` without a new sighting."""
+    return count * 0.5 ** (max(0.0, now - last_seen) / half_life_s)
 
 
 @dataclass(frozen=True)
