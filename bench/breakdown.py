@@ -16,14 +16,18 @@ import json
 import statistics
 import time
 from collections.abc import Sequence
-from typing import Any
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from api.schemas import WarmragFields
 from bench.harness import Service
 from bench.measure import is_hit
+from bench.real_records import BreakdownMedian, BreakdownRow, BreakdownSummary
 
+#: A row's fields as the service's ``timings`` and ``cache`` report them.
+TIMINGS = {"ttft_ms", "retrieval_ms", "prompt_ms", "llm_ttft_ms", "context_reused"}
+CACHE = {"prompt_tokens", "cached_tokens", "prefix_tokens", "warm_hit"}
 #: vLLM's per-request histograms (seconds), by the part they time.
 VLLM_PARTS = {
     "queue": "vllm:request_queue_time_seconds",
@@ -45,79 +49,69 @@ def vllm_sums(vllm_url: str) -> dict[str, float]:
     return found
 
 
-def ask_streaming(svc: Service, question: str) -> tuple[float, dict[str, Any]]:
+def ask_streaming(svc: Service, question: str) -> tuple[float, WarmragFields]:
     """Client TTFT (ms) of a streamed chat, and the ``warmrag`` fields of its last chunk."""
     body = {"messages": [{"role": "user", "content": question}], "stream": True}
     started = time.perf_counter()
     first: float | None = None
-    extra: dict[str, Any] = {}
+    extra: object = None
     with svc.client.stream("POST", "/v1/chat/completions", json=body) as response:
         response.raise_for_status()
         for line in response.iter_lines():
             if not line.startswith("data: ") or line == "data: [DONE]":
                 continue
-            chunk = json.loads(line[6:])
+            chunk = json.loads(line[6:])  # an OpenAI chunk, with warmrag's fields on the last
             choices = chunk.get("choices") or []
             if first is None and any(c.get("delta", {}).get("content") for c in choices):
                 first = (time.perf_counter() - started) * 1000
             extra = chunk.get("warmrag") or extra
     end = (time.perf_counter() - started) * 1000
-    return (first if first is not None else end), extra
+    return (first if first is not None else end), WarmragFields.model_validate(extra)
 
 
-def measure(svc: Service, vllm_url: str, questions: Sequence[str]) -> list[dict[str, Any]]:
+def measure(svc: Service, vllm_url: str, questions: Sequence[str]) -> list[BreakdownRow]:
     """One row per question asked (see the module doc)."""
     rows = []
     for question in questions:
         before = vllm_sums(vllm_url)
         client_ms, fields = ask_streaming(svc, question)
         after = vllm_sums(vllm_url)
-        timings, cache = fields["timings"], fields["cache"]
-        row = {
-            "question": question,
-            # False: vLLM served something else meanwhile; its deltas are not this request's.
-            "alone": after.get("queue_count", 0) - before.get("queue_count", 0) == 1,
-            "client_ttft_ms": round(client_ms, 2),
-            **{k: timings[k] for k in ("ttft_ms", "retrieval_ms", "prompt_ms", "llm_ttft_ms")},
-            "context_reused": timings["context_reused"],
-            "prompt_tokens": cache["prompt_tokens"],
-            "cached_tokens": cache["cached_tokens"],
-            "prefix_tokens": cache.get("prefix_tokens"),
-            "warm_hit": cache["warm_hit"],
+        timings, cache = fields.timings, fields.cache
+        part_ms = {
+            part: round((after.get(part, 0) - before.get(part, 0)) * 1000, 2) for part in VLLM_PARTS
         }
-        for part in VLLM_PARTS:
-            row[f"{part}_ms"] = round((after.get(part, 0) - before.get(part, 0)) * 1000, 2)
-        row["hop_ms"] = round(row["client_ttft_ms"] - row["ttft_ms"], 2)
-        row["to_vllm_ms"] = round(row["llm_ttft_ms"] - row["vllm_ttft_ms"], 2)
-        rows.append(row)
+        client_ttft_ms = round(client_ms, 2)
+        rows.append(
+            BreakdownRow(
+                question=question,
+                # False: vLLM served something else meanwhile; its deltas are not this one's.
+                alone=after.get("queue_count", 0) - before.get("queue_count", 0) == 1,
+                client_ttft_ms=client_ttft_ms,
+                **timings.model_dump(include=TIMINGS),
+                **cache.model_dump(include=CACHE),
+                queue_ms=part_ms["queue"],
+                prefill_ms=part_ms["prefill"],
+                vllm_ttft_ms=part_ms["vllm_ttft"],
+                hop_ms=round(client_ttft_ms - timings.ttft_ms, 2),
+                to_vllm_ms=round(timings.llm_ttft_ms - part_ms["vllm_ttft"], 2),
+            )
+        )
     return rows
 
 
-PARTS = (
-    "client_ttft_ms",
-    "hop_ms",
-    "retrieval_ms",
-    "prompt_ms",
-    "to_vllm_ms",
-    "queue_ms",
-    "prefill_ms",
-    "vllm_ttft_ms",
-    "prompt_tokens",
-    "cached_tokens",
-)
-
-
-def summarize_rows(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def summarize_rows(rows: Sequence[BreakdownRow]) -> BreakdownSummary:
     """The median of each part over the requests vLLM served alone (all of them where
     none was), and how many were warm hits / reused contexts."""
-    rows = [r for r in rows if r["alone"]] or list(rows)
+    rows = [r for r in rows if r.alone] or list(rows)
     if not rows:
-        return {"n": 0}
-    return {
-        "n": len(rows),
-        "hits": sum(
-            1 for r in rows if is_hit(r["prompt_tokens"], r["cached_tokens"], r["prefix_tokens"])
-        ),
-        "reused": sum(1 for r in rows if r["context_reused"]),
-        "median": {p: round(statistics.median(r[p] for r in rows), 2) for p in PARTS},
-    }
+        return BreakdownSummary(n=0)
+
+    def median(part: str) -> float:
+        return round(statistics.median(getattr(r, part) for r in rows), 2)
+
+    return BreakdownSummary(
+        n=len(rows),
+        hits=sum(1 for r in rows if is_hit(r.prompt_tokens, r.cached_tokens, r.prefix_tokens)),
+        reused=sum(1 for r in rows if r.context_reused),
+        median=BreakdownMedian(**{part: median(part) for part in BreakdownMedian.model_fields}),
+    )

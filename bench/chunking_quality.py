@@ -37,15 +37,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import groupby
 from pathlib import Path
-from typing import Any
 
-import anyio
+from pydantic import ConfigDict, Field
 
-from api.config import Settings
-from api.stores import build_knowledge
-from bench.harness import bench_dir
-from bench.lexical_probe import BM25, COMMAND, FETCH, fuse
-from bench.real_corpus import GitSection, RealSpec, RealWorkload
+from bench.harness import ingested
+from bench.lexical_probe import BM25, FETCH, Moved, SliceQuality, fuse, sliced
+from bench.real_corpus import GitSection, RealWorkload
+from bench.real_records import RealSpec
+from bench.record import Record
 from bench.retrieval_quality import RANK_DEPTH, GoldQuestion, Quality, dedupe, score
 from rag.chat.query import retrieval_text
 from rag.chat.retriever import Retriever
@@ -141,30 +140,54 @@ def corpus(shape: str, workload: RealWorkload) -> Corpus:
     return Corpus(shape, [p.document() for p in pages], golds, {p.id: p for p in pages})
 
 
+class ChunkingRun(Record):
+    """One shape under one chunking strategy."""
+
+    model_config = ConfigDict(serialize_by_alias=True)
+
+    chunks: int
+    retrieval_ms_p50: float
+    quality: SliceQuality
+    fusion: SliceQuality | None = Field(None, serialization_alias="fusion_bm25x0.25")
+    ingest_s: float
+    chunks_per_s: float
+
+
+class ShapeResult(Record):
+    documents: int
+    runs: dict[str, ChunkingRun]
+    structure_vs_sentence: dict[str, Moved]
+    fusion_vs_dense: dict[str, dict[str, Moved]] | None = None  # the pages shape's
+
+
+class ChunkingResult(Record):
+    """What ``--out`` writes."""
+
+    questions: int
+    shapes: dict[str, ShapeResult]
+
+
+@dataclass(frozen=True)
+class Scored:
+    """A run with the per-question qualities the comparisons between runs need."""
+
+    run: ChunkingRun
+    quality: Quality
+    fusion: Quality | None
+
+
 def run_one(
     data: Corpus, strategy: ChunkingStrategy, embedder: Embedder, log: Callable[[str], None]
-) -> dict[str, Any]:
-    with bench_dir() as folder:
-        settings = Settings(
-            data_dir=Path(folder), kg_extraction=False, seed_sample_kb=False, chunking=strategy
-        )
-        knowledge = build_knowledge(settings, embedder)
-        knowledge.open()
-        started = time.perf_counter()
-        batch = 50 if data.shape == "sections" else 4
-        for i in range(0, len(data.documents), batch):
-            anyio.run(knowledge.ingest, data.documents[i : i + batch])
-        ingest_s = time.perf_counter() - started
-        kb = knowledge.kb
-        log(f"{data.shape}/{strategy.value}: ingested in {ingest_s:.1f} s")
-        result = _measure(data, kb, embedder, settings)
-        result["ingest_s"] = round(ingest_s, 1)
-        result["chunks_per_s"] = round(result["chunks"] / ingest_s, 1)
-        knowledge.close()
-    return result
+) -> Scored:
+    batch = 50 if data.shape == "sections" else 4
+    with ingested(data.documents, batch, embedder, strategy) as done:
+        log(f"{data.shape}/{strategy.value}: ingested in {done.seconds:.1f} s")
+        return _measure(data, done.kb, embedder, done.settings.passage_window_tokens, done.seconds)
 
 
-def _measure(data: Corpus, kb: KnowledgeBase, embedder: Embedder, s: Settings) -> dict[str, Any]:
+def _measure(
+    data: Corpus, kb: KnowledgeBase, embedder: Embedder, window_tokens: int, ingest_s: float
+) -> Scored:
     chunks = {d.id: kb.chunks(d.id) for d in data.documents}
     where = {
         c.chunk_id: data.section_of(doc, c.start, len(c.text))
@@ -174,7 +197,7 @@ def _measure(data: Corpus, kb: KnowledgeBase, embedder: Embedder, s: Settings) -
     flat = [(doc, c) for doc, doc_chunks in chunks.items() for c in doc_chunks]
     titles = {d.id: str(d.metadata.get("title", "")) for d in data.documents}
     bm25 = BM25([f"{titles[doc]}\n{c.text}" for doc, c in flat]) if data.pages else None
-    windows = PassageWindows(kb, embedder.count_tokens, s.passage_window_tokens)
+    windows = PassageWindows(kb, embedder.count_tokens, window_tokens)
     chat = Retriever(kb, None, 0, windows)
     dense_rank, fused_rank, prompts, ms = [], [], [], []
     for gold in data.golds:
@@ -191,89 +214,66 @@ def _measure(data: Corpus, kb: KnowledgeBase, embedder: Embedder, s: Settings) -
         shown = chat.retrieve(gold.question, top_k=PROMPT_K).passages
         prompts.append([p.window or p.text for p in shown])
     quality = score(data.golds, dense_rank, prompts)
-    result: dict[str, Any] = {
-        "chunks": len(flat),
-        "retrieval_ms_p50": round(statistics.median(ms), 2),
-        "quality": _slices(data.golds, quality, dense_rank, prompts),
-        "_quality": quality,
-    }
-    if bm25 is not None:
-        fusion = score(data.golds, fused_rank, prompts)
-        result["fusion_bm25x0.25"] = _slices(data.golds, fusion, fused_rank, prompts)
-        result["_fusion"] = fusion
-    return result
-
-
-def _slices(
-    golds: Sequence[GoldQuestion], whole: Quality, ranks: list[list[str]], prompts: list[list[str]]
-) -> dict[str, Any]:
-    exact = [i for i, g in enumerate(golds) if COMMAND.search(g.question.lower())]
-    sliced = score(
-        [golds[i] for i in exact], [ranks[i] for i in exact], [prompts[i] for i in exact]
+    fusion = score(data.golds, fused_rank, prompts) if bm25 is not None else None
+    run = ChunkingRun(
+        chunks=len(flat),
+        retrieval_ms_p50=round(statistics.median(ms), 2),
+        quality=sliced(data.golds, quality, dense_rank, prompts),
+        ingest_s=round(ingest_s, 1),
+        chunks_per_s=round(len(flat) / ingest_s, 1),
     )
-    return {"all": whole.summary(), "exact_terms": sliced.summary()}
+    if fusion is not None:
+        run = run.model_copy(update={"fusion": sliced(data.golds, fusion, fused_rank, prompts)})
+    return Scored(run, quality, fusion)
 
 
-def _public(run: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in run.items() if not k.startswith("_")}
+def moved(ours: Quality, baseline: Quality) -> dict[str, Moved]:
+    """The questions ``ours`` fixed and broke against ``baseline``, within the top 1 and 3."""
+    return {f"at_{k}": Moved.of(ours, baseline, k) for k in (1, 3)}
 
 
-def moved(ours: Quality, baseline: Quality) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k in (1, 3):
-        fixed, broken = ours.fixed_and_broken(baseline, k=k)
-        out[f"at_{k}"] = {"fixed": fixed, "broken": broken}
-    return out
-
-
-def run(shapes: Sequence[str] = SHAPES, log: Callable[[str], None] = print) -> dict[str, Any]:
+def run(shapes: Sequence[str] = SHAPES, log: Callable[[str], None] = print) -> ChunkingResult:
     workload = RealWorkload(RealSpec.full())
     embedder = shared_embedder()
     embedder.warm_up()
-    result: dict[str, Any] = {"questions": len(workload.gold_questions()), "shapes": {}}
+    results: dict[str, ShapeResult] = {}
     for shape in shapes:
         data = corpus(shape, workload)
         runs = {s.value: run_one(data, s, embedder, log) for s in STRATEGIES}
         sentence, structure = runs["sentence"], runs["structure"]
-        shape_result: dict[str, Any] = {
-            "documents": len(data.documents),
-            "runs": {
-                k: {f: v for f, v in r.items() if not f.startswith("_")} for k, r in runs.items()
-            },
-            "structure_vs_sentence": moved(structure["_quality"], sentence["_quality"]),
-        }
-        if "_fusion" in structure:
-            shape_result["fusion_vs_dense"] = {
-                k: moved(r["_fusion"], r["_quality"]) for k, r in runs.items()
-            }
-        result["shapes"][shape] = shape_result
-    return result
+        result = ShapeResult(
+            documents=len(data.documents),
+            runs={k: r.run for k, r in runs.items()},
+            structure_vs_sentence=moved(structure.quality, sentence.quality),
+        )
+        fusions = {k: moved(r.fusion, r.quality) for k, r in runs.items() if r.fusion is not None}
+        if fusions:
+            result = result.model_copy(update={"fusion_vs_dense": fusions})
+        results[shape] = result
+    return ChunkingResult(questions=len(workload.gold_questions()), shapes=results)
 
 
-def print_table(result: dict[str, Any]) -> None:
-    print(f"{result['questions']} questions")
+def print_table(result: ChunkingResult) -> None:
+    print(f"{result.questions} questions")
     head = f"{'shape':<9} {'chunking':<10} {'retrieval':<9} {'slice':<11}"
     print(f"{head} {'R@1':>6} {'R@3':>6} {'R@10':>6} {'MRR':>6} {'prompt':>6}")
-    for shape, part in result["shapes"].items():
-        for name, r in part["runs"].items():
+    for shape, part in result.shapes.items():
+        for name, r in part.runs.items():
             print(
-                f"{shape:<9} {name:<10} chunks {r['chunks']}, ingest {r['ingest_s']} s "
-                f"({r['chunks_per_s']} chunks/s), retrieval p50 {r['retrieval_ms_p50']} ms"
+                f"{shape:<9} {name:<10} chunks {r.chunks}, ingest {r.ingest_s} s "
+                f"({r.chunks_per_s} chunks/s), retrieval p50 {r.retrieval_ms_p50} ms"
             )
-            for mode in ("quality", "fusion_bm25x0.25"):
-                if mode not in r:
-                    continue
-                for piece, q in r[mode].items():
-                    label = "dense" if mode == "quality" else "rrf bm25"
+            for label, slices in (("dense", r.quality), ("rrf bm25", r.fusion)):
+                for piece, q in (slices.pieces() if slices else {}).items():
                     print(
-                        f"{shape:<9} {name:<10} {label:<9} {piece:<11} {q['recall_at_1']:>6.3f} "
-                        f"{q['recall_at_3']:>6.3f} {q['recall_at_10']:>6.3f} {q['mrr']:>6.3f} "
-                        f"{q['gold_text_in_prompt']:>6.3f}"
+                        f"{shape:<9} {name:<10} {label:<9} {piece:<11} {q.recall_at_1:>6.3f} "
+                        f"{q.recall_at_3:>6.3f} {q.recall_at_10:>6.3f} {q.mrr:>6.3f} "
+                        f"{q.gold_text_in_prompt:>6.3f}"
                     )
-        for k, m in part["structure_vs_sentence"].items():
+        for k, m in part.structure_vs_sentence.items():
             print(
-                f"{shape}: structure against sentence {k}: fixed {len(m['fixed'])}, "
-                f"broke {len(m['broken'])}"
+                f"{shape}: structure against sentence {k}: fixed {len(m.fixed)}, "
+                f"broke {len(m.broken)}"
             )
 
 
@@ -285,7 +285,7 @@ def main() -> None:
     result = run(args.shape or SHAPES)
     print_table(result)
     if args.out:
-        args.out.write_text(json.dumps(result, indent=2))
+        args.out.write_text(json.dumps(result.to_json(), indent=2))
 
 
 if __name__ == "__main__":

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import statistics
 
-from bench.harness import bench_dir, floor_ttft, reset_prefix_cache, service, vllm
+from bench.harness import floor_ttft, reset_prefix_cache, service, vllm
+from bench.paths import bench_dir
 
 QUESTIONS = (
     "Who discovered polonium?",
@@ -38,14 +39,14 @@ def main() -> None:
             reset_prefix_cache(url)
             c = svc.chat(question)
             reset_prefix_cache(url)
-            svc.post("/admin/warmup/queries", {"queries": [question]}, admin=True)
+            svc.seed([question])
             w = svc.chat(question + "?")  # another spelling: same key, same context
-            cold.append(c["timings"]["ttft_ms"])
-            warm.append(w["timings"]["ttft_ms"])
-            hits += bool(w["cache"]["warm_hit"])
+            cold.append(c.timings.ttft_ms)
+            warm.append(w.timings.ttft_ms)
+            hits += w.cache.warm_hit
             print(
-                f"| {question} | {c['cache']['prompt_tokens']} | {cold[-1]:.0f} | "
-                f"{w['cache']['cached_tokens']} | {warm[-1]:.0f} |"
+                f"| {question} | {c.cache.prompt_tokens} | {cold[-1]:.0f} | "
+                f"{w.cache.cached_tokens} | {warm[-1]:.0f} |"
             )
         floor = [floor_ttft(url, q) for q in QUESTIONS]
         print(

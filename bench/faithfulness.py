@@ -36,14 +36,17 @@ import json
 import random
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from bench.chunking_quality import corpus
-from bench.harness import MODEL_NAME, bench_dir, service, vllm
-from bench.real_corpus import RealSpec, RealWorkload
+from bench.harness import MODEL_NAME, ask_all, service, vllm
+from bench.paths import bench_dir
+from bench.real_corpus import RealWorkload
+from bench.real_records import RealSpec
+from bench.record import Record
 from bench.retrieval_quality import GoldQuestion, gold_text_reaches
+from bench.strategies import Overrides
 from rag.chat.memo import retrieve_context
 from rag.knowledge.models import ChunkingStrategy
 
@@ -61,41 +64,80 @@ def citations(answer: str) -> list[int]:
     return found
 
 
-def judge(answer: str, shown: list[tuple[str, str]], gold: GoldQuestion) -> dict[str, Any]:
+class Judged(Record):
     """One answer's citations against its prompt's numbered passages."""
+
+    question: str
+    gold: str
+    answer: str
+    citations: list[int]
+    valid: int
+    invalid: int
+    gold_cited: bool
+    gold_citations: int
+    gold_in_prompt: bool
+
+
+def judge(answer: str, shown: list[tuple[str, str]], gold: GoldQuestion) -> Judged:
     numbers = citations(answer)
     valid = [n for n in numbers if 1 <= n <= len(shown)]
     holds = [gold_text_reaches(gold.gold_text, [shown[n - 1][1]]) for n in valid]
-    return {
-        "question": gold.question,
-        "gold": gold.gold,
-        "answer": answer,
-        "citations": numbers,
-        "valid": len(valid),
-        "invalid": len(numbers) - len(valid),
-        "gold_cited": any(holds),
-        "gold_citations": sum(holds),
-        "gold_in_prompt": gold_text_reaches(gold.gold_text, [text for _, text in shown]),
-    }
+    return Judged(
+        question=gold.question,
+        gold=gold.gold,
+        answer=answer,
+        citations=numbers,
+        valid=len(valid),
+        invalid=len(numbers) - len(valid),
+        gold_cited=any(holds),
+        gold_citations=sum(holds),
+        gold_in_prompt=gold_text_reaches(gold.gold_text, [text for _, text in shown]),
+    )
 
 
-def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
+class Faithfulness(Record):
+    """The shares of the module doc (None: nothing to take a share of)."""
+
+    n: int
+    gold_in_prompt: float | None
+    cited: float | None
+    invalid_citations: float | None
+    cited_gold: float | None
+    cited_gold_of_citing: float | None
+    citation_precision: float | None
+
+
+def summarize(rows: list[Judged]) -> Faithfulness:
     n = len(rows)
-    citing = [r for r in rows if r["valid"]]
-    valid = sum(r["valid"] for r in rows)
+    citing = [r for r in rows if r.valid]
+    valid = sum(r.valid for r in rows)
 
     def share(count: int, of: int) -> float | None:
         return round(count / of, 3) if of else None
 
-    return {
-        "n": n,
-        "gold_in_prompt": share(sum(r["gold_in_prompt"] for r in rows), n),
-        "cited": share(len(citing), n),
-        "invalid_citations": share(sum(1 for r in rows if r["invalid"]), n),
-        "cited_gold": share(sum(r["gold_cited"] for r in rows), n),
-        "cited_gold_of_citing": share(sum(r["gold_cited"] for r in citing), len(citing)),
-        "citation_precision": share(sum(r["gold_citations"] for r in rows), valid),
-    }
+    return Faithfulness(
+        n=n,
+        gold_in_prompt=share(sum(r.gold_in_prompt for r in rows), n),
+        cited=share(len(citing), n),
+        invalid_citations=share(sum(1 for r in rows if r.invalid), n),
+        cited_gold=share(sum(r.gold_cited for r in rows), n),
+        cited_gold_of_citing=share(sum(r.gold_cited for r in citing), len(citing)),
+        citation_precision=share(sum(r.gold_citations for r in rows), valid),
+    )
+
+
+class FaithfulnessRun(Record):
+    summary: Faithfulness
+    answers: list[Judged]
+
+
+class FaithfulnessResult(Record):
+    """What ``--out`` writes."""
+
+    corpus: str
+    model: str
+    answer_tokens: int
+    runs: dict[str, FaithfulnessRun]
 
 
 def run(
@@ -103,63 +145,58 @@ def run(
     strategies: Sequence[ChunkingStrategy] = tuple(ChunkingStrategy),
     vllm_url: str | None = None,
     model: str | None = None,
-    log: Any = print,
-) -> dict[str, Any]:
+    log: Callable[[str], None] = print,
+) -> FaithfulnessResult:
     """``vllm_url`` and ``model``: ask that vLLM and model (a GPU's, a model that
     follows the citation instruction) instead of starting the bundled one."""
     if vllm_url:
-        return ask_all(vllm_url, questions, strategies, model, log)
+        return judge_answers(vllm_url, questions, strategies, model, log)
     with vllm(log=log) as url:
-        return ask_all(url, questions, strategies, None, log)
+        return judge_answers(url, questions, strategies, None, log)
 
 
-def ask_all(
+def judge_answers(
     url: str,
     questions: int,
     strategies: Sequence[ChunkingStrategy],
     model: str | None,
-    log: Any,
-) -> dict[str, Any]:
+    log: Callable[[str], None],
+) -> FaithfulnessResult:
+    """The sampled questions asked of the pages corpus under each chunking strategy, each
+    answer judged against the passages its prompt numbered."""
     workload = RealWorkload(RealSpec.full())
     data = corpus("pages", workload)
     sample = random.Random(11).sample(data.golds, min(questions, len(data.golds)))
     documents = [d.model_dump() for d in data.documents]
-    result: dict[str, Any] = {
-        "corpus": "pages",
-        "model": model or MODEL_NAME,
-        "answer_tokens": ANSWER_TOKENS,
-        "runs": {},
-    }
-    served = {"served_model_name": model} if model else {}
+    runs: dict[str, FaithfulnessRun] = {}
     for strategy in strategies:
-        with (
-            bench_dir() as folder,
-            service(
-                url,
-                folder,
-                warmup_enabled=False,
-                max_tokens=ANSWER_TOKENS,
-                chunking=strategy,
-                kg_extraction=False,
-                **served,
-            ) as svc,
-        ):
+        settings = Overrides(
+            warmup_enabled=False, max_tokens=ANSWER_TOKENS, chunking=strategy, kg_extraction=False
+        )
+        if model:
+            settings["served_model_name"] = model
+        with bench_dir() as folder, service(url, folder, **settings) as svc:
             started = time.perf_counter()
             svc.ingest(documents, batch=4)
             log(f"{strategy.value}: ingested in {time.perf_counter() - started:.0f} s")
+
+            def progress(answered: int, name: str = strategy.value) -> None:
+                if answered % 10 == 0:
+                    log(f"{name}: {answered}/{len(sample)} answered")
+
+            replies = ask_all(svc, [gold.question for gold in sample], progress)
             runtime = svc.server.runtime
             rows = []
-            for i, gold in enumerate(sample, 1):
-                answer = svc.chat(gold.question)["answer"]
+            for gold, reply in zip(sample, replies, strict=True):
                 found, _ = retrieve_context(
                     runtime.retriever, runtime.builder, gold.question, runtime.settings.top_k
                 )
-                rows.append(judge(answer, found.prefix.numbered(), gold))
-                if i % 10 == 0:
-                    log(f"{strategy.value}: {i}/{len(sample)} answered")
-        result["runs"][strategy.value] = {"summary": summarize(rows), "answers": rows}
-        log(f"{strategy.value}: {result['runs'][strategy.value]['summary']}")
-    return result
+                rows.append(judge(reply.answer, found.prefix.numbered(), gold))
+        runs[strategy.value] = FaithfulnessRun(summary=summarize(rows), answers=rows)
+        log(f"{strategy.value}: {runs[strategy.value].summary.to_json()}")
+    return FaithfulnessResult(
+        corpus="pages", model=model or MODEL_NAME, answer_tokens=ANSWER_TOKENS, runs=runs
+    )
 
 
 def main() -> None:
@@ -174,10 +211,10 @@ def main() -> None:
     args = parser.parse_args()
     strategies = args.chunking or tuple(ChunkingStrategy)
     result = run(args.questions, strategies, args.vllm_url, args.model)
-    for name, part in result["runs"].items():
-        print(name, json.dumps(part["summary"]))
+    for name, part in result.runs.items():
+        print(name, json.dumps(part.summary.to_json()))
     if args.out:
-        args.out.write_text(json.dumps(result, indent=2))
+        args.out.write_text(json.dumps(result.to_json(), indent=2))
 
 
 if __name__ == "__main__":

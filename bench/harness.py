@@ -3,47 +3,40 @@ served over real HTTP in this process, and direct calls to vLLM."""
 
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault(  # as the Makefile does: torch's cache folder in data/, not /tmp
-    "TORCHINDUCTOR_CACHE_DIR",
-    os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "cache"),
-)
-
 import asyncio
-import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
+import anyio
 import httpx
+from pydantic import BaseModel, TypeAdapter
 
 from api.config import Settings
 from api.main import create_app
+from api.schemas import ChatResponse
 from api.server import ThreadedServer, free_port
-from rag.knowledge.embedding import shared_embedder
+from api.stores import build_knowledge
+from bench.paths import REPO, bench_dir
+from bench.strategies import Overrides
+from rag.knowledge.base import KnowledgeBase
+from rag.knowledge.embedding import Embedder, shared_embedder
+from rag.knowledge.models import ChunkingStrategy, DocumentIn
+from rag.knowledge.service import KnowledgeService
 from rag.llm.bundled_model import ensure_chat_model
 from rag.llm.client import TextDelta, VLLMClient
 from rag.llm.cpu import CpuFeatures, plan_for
 from rag.llm.server import VLLMServer
+from warmup.reports import CycleReport
+from warmup.view import BudgetView
 
-REPO = Path(__file__).resolve().parent.parent
 MODEL_NAME = "SmolLM2-135M-Instruct"
 TOKEN = "bench-token"
 T = TypeVar("T")
-
-
-@contextmanager
-def bench_dir() -> Iterator[Path]:
-    """A temporary folder inside data/, removed afterwards."""
-    (REPO / "data").mkdir(exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=REPO / "data", prefix="bench-") as folder:
-        yield Path(folder)
+_CYCLES = TypeAdapter(list[CycleReport])
 
 
 @contextmanager
@@ -84,6 +77,23 @@ def vllm(
         server.stop()
 
 
+class RegistryEntry(BaseModel):
+    """What the benchmarks read of a warm entry in ``GET /admin/warmup``."""
+
+    fingerprint: str
+    doc_ids: list[str]
+    queries: list[str]
+    replica: str | None = None
+
+
+class Registry(BaseModel):
+    """What the benchmarks read of ``GET /admin/warmup``."""
+
+    entries: list[RegistryEntry]
+    warm_tokens: int
+    budget: BudgetView | None
+
+
 @dataclass
 class Service:
     server: ThreadedServer
@@ -93,22 +103,40 @@ class Service:
     def admin(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {TOKEN}"}
 
-    def post(self, path: str, body: Any, admin: bool = False) -> Any:
+    def post(self, path: str, body: object, admin: bool = False) -> Any:
+        """The parsed JSON body of a POST (the typed calls below validate it)."""
         resp = self.client.post(path, json=body, headers=self.admin if admin else None)
         resp.raise_for_status()
         return resp.json()
 
-    def get(self, path: str) -> Any:
-        resp = self.client.get(path, headers=self.admin)
+    def get(self, path: str, params: Mapping[str, float] | None = None) -> Any:
+        """The parsed JSON body of an admin GET."""
+        resp = self.client.get(path, params=params, headers=self.admin)
         resp.raise_for_status()
         return resp.json()
 
-    def chat(self, question: str) -> dict[str, Any]:
-        return dict(self.post("/v1/chat", {"question": question}))
+    def chat(self, question: str) -> ChatResponse:
+        return ChatResponse.model_validate(self.post("/v1/chat", {"question": question}))
 
-    def ingest(self, documents: Sequence[dict[str, Any]], batch: int = 500) -> None:
+    def ingest(self, documents: Sequence[Mapping[str, object]], batch: int = 500) -> None:
         for i in range(0, len(documents), batch):
             self.post("/admin/documents", {"documents": list(documents[i : i + batch])}, True)
+
+    def registry(self) -> Registry:
+        return Registry.model_validate(self.get("/admin/warmup"))
+
+    def warm_cycle(self) -> list[CycleReport]:
+        """What the scheduled jobs would do now: detection, re-warms, hot queries."""
+        return _CYCLES.validate_python(self.post("/admin/warmup", None, admin=True))
+
+    def seed(self, queries: Sequence[str]) -> CycleReport:
+        """Warm these questions' contexts (``POST /admin/warmup/queries``)."""
+        body = {"queries": list(queries)}
+        return CycleReport.model_validate(self.post("/admin/warmup/queries", body, admin=True))
+
+    def cycles_since(self, since: float) -> list[CycleReport]:
+        """The cycles begun since ``since`` (epoch seconds) that did something."""
+        return _CYCLES.validate_python(self.get("/admin/warmup/reports", {"since": since}))
 
     def metric(self, name: str) -> float:
         """A counter or gauge of the service's ``/metrics`` (0 when absent)."""
@@ -118,8 +146,22 @@ class Service:
         return 0.0
 
 
+def ask_all(
+    svc: Service, questions: Iterable[str], progress: Callable[[int], None] | None = None
+) -> list[ChatResponse]:
+    """Each question through ``POST /v1/chat``, one after another; ``progress`` is told
+    how many were answered after each."""
+    replies = []
+    for question in questions:
+        replies.append(svc.chat(question))
+        if progress is not None:
+            progress(len(replies))
+    return replies
+
+
 @contextmanager
-def service(vllm_url: str, data_dir: Path, **overrides: Any) -> Iterator[Service]:
+def service(vllm_url: str, data_dir: Path, **overrides: Unpack[Overrides]) -> Iterator[Service]:
+    # Settings' keyword names: warmup_* ones are folded into its nested warmup settings.
     values: dict[str, Any] = {
         "data_dir": data_dir,
         "vllm_url": vllm_url,
@@ -128,8 +170,8 @@ def service(vllm_url: str, data_dir: Path, **overrides: Any) -> Iterator[Service
         "max_tokens": 2,  # TTFT is the measure; a longer answer only slows the run
         "served_model_name": MODEL_NAME,
         "warmup_debounce_s": 3600.0,  # the benchmark decides when detection runs
+        **overrides,
     }
-    values.update(overrides)
     server = ThreadedServer(create_app(Settings(**values), embedder=shared_embedder()))
     server.start()
     # A warmup cycle on cold ~1.3k-token contexts runs for minutes here (64 prefills of
@@ -140,6 +182,44 @@ def service(vllm_url: str, data_dir: Path, **overrides: Any) -> Iterator[Service
     finally:
         client.close()
         server.stop()
+
+
+@dataclass(frozen=True)
+class Ingested:
+    """A knowledge service holding the documents, and how long their ingest took."""
+
+    knowledge: KnowledgeService
+    settings: Settings
+    seconds: float
+
+    @property
+    def kb(self) -> KnowledgeBase:
+        return self.knowledge.kb
+
+
+@contextmanager
+def ingested(
+    documents: Sequence[DocumentIn],
+    batch: int,
+    embedder: Embedder,
+    chunking: ChunkingStrategy | None = None,
+) -> Iterator[Ingested]:
+    """The service's own knowledge base in-process (no HTTP, no vLLM, no triple
+    extraction) in a temporary folder, ``documents`` ingested ``batch`` at a time as an
+    operator's calls would; ``chunking`` overrides the service's setting."""
+    with bench_dir() as folder:
+        settings = Settings(data_dir=folder, kg_extraction=False, seed_sample_kb=False)
+        if chunking is not None:
+            settings = settings.model_copy(update={"chunking": chunking})
+        knowledge = build_knowledge(settings, embedder)
+        knowledge.open()
+        try:
+            started = time.perf_counter()
+            for i in range(0, len(documents), batch):
+                anyio.run(knowledge.ingest, documents[i : i + batch])
+            yield Ingested(knowledge, settings, time.perf_counter() - started)
+        finally:
+            knowledge.close()
 
 
 def _with_client(vllm_url: str, call: Callable[[VLLMClient], Awaitable[T]]) -> T:

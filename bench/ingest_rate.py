@@ -9,6 +9,8 @@ without vLLM:
   base, then the graph: spaCy extraction, node and triple embeddings, graph persist).
 
 Documents go in batches of ``batch_size`` per call, as an operator's HTTP client sends them.
+Raw and chunk-only take turns batch by batch (``measure_kb_ingest``, which the scale section
+uses too), so a slower minute of a shared machine weighs on both sides alike.
 Stage seconds come from timers wrapped around the methods that do each stage
 (``bench.stage_clock``); what no timer covers is reported as "other".
 
@@ -22,17 +24,17 @@ import argparse
 import shutil
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import anyio
-from llama_index.core.node_parser import SentenceSplitter
+from llama_index.core.node_parser import NodeParser, SentenceSplitter
 from llama_index.core.schema import MetadataMode
 from llama_index.vector_stores.qdrant import QdrantVectorStore
-from pydantic import BaseModel, ConfigDict
 from qdrant_client import QdrantClient
 
-from bench.stage_clock import StageClock, Stopwatch
+from bench.real_records import IngestRate, RunRate
+from bench.stage_clock import Stage, StageClock, Stopwatch
 from kg.extract import TripleExtractor
 from kg.index import GraphSnapshot
 from kg.store import KnowledgeGraph
@@ -40,7 +42,7 @@ from rag.knowledge.base import KnowledgeBase
 from rag.knowledge.embedding import Embedder, shared_embedder
 from rag.knowledge.graph_sync import GraphSync
 from rag.knowledge.ingest import ChunkEmbedder, build_pipeline, document_hash, to_llama_document
-from rag.knowledge.models import DEFAULT_CHUNKING, DocumentIn
+from rag.knowledge.models import DEFAULT_CHUNKING, ChangeSet, DocumentIn
 from rag.knowledge.service import KnowledgeService
 from rag.knowledge.state import KBState
 
@@ -48,98 +50,33 @@ GIT_DOC = Path("/usr/share/doc/git/html")
 DEFAULT_BATCH = 20
 CHUNK_TOKENS = 200  # the service's defaults (api.config)
 CHUNK_OVERLAP = 20
+EMBEDDING_STAGE = "node/triple embedding"
 
-#: (stage name, class, method): each stage is the time spent inside that method.
-_STAGES: tuple[tuple[str, Any, str], ...] = (
-    ("split", SentenceSplitter, "__call__"),
-    ("chunk embedding", ChunkEmbedder, "__call__"),
-    ("qdrant add", QdrantVectorStore, "add"),
-    ("docstore save", KBState, "save"),
-    ("spacy extraction", TripleExtractor, "extract_documents"),
-    ("node/triple embedding", KnowledgeGraph, "_embed_missing"),
-    ("graph snapshot", GraphSnapshot, "build"),
-    ("graph persist", KnowledgeGraph, "save"),
+#: Each stage is the time spent inside that method, or (no class) inside the function the
+#: knowledge graph is handed to embed node names and triples with.
+STAGES = (
+    Stage("split", SentenceSplitter, "__call__"),
+    Stage("chunk embedding", ChunkEmbedder, "__call__"),
+    Stage("qdrant add", QdrantVectorStore, "add"),
+    Stage("docstore save", KBState, "save"),
+    Stage("spacy extraction", TripleExtractor, "extract_documents"),
+    Stage(EMBEDDING_STAGE),
+    Stage("graph snapshot", GraphSnapshot, "build"),
+    Stage("graph persist", KnowledgeGraph, "save"),
 )
 
-
-class RunRate(BaseModel):
-    """One run: how long it took and what it produced."""
-
-    model_config = ConfigDict(frozen=True)
-
-    seconds: float
-    cpu_seconds: float  # this process's CPU time: steadier than wall time on a shared machine
-    chunks: int
-    words: int
-    stages: dict[str, float] = {}  # wall seconds per stage
-    cpu_stages: dict[str, float] = {}  # CPU seconds per stage
-
-    @property
-    def chunks_per_s(self) -> float:
-        return self.chunks / self.seconds if self.seconds else 0.0
-
-    @property
-    def words_per_s(self) -> float:
-        return self.words / self.seconds if self.seconds else 0.0
-
-    @property
-    def chunks_per_cpu_s(self) -> float:
-        return self.chunks / self.cpu_seconds if self.cpu_seconds else 0.0
+#: Told of each batch after its upsert (outside the timed part): the batch, what the
+#: upsert changed (its chunks' embeddings included) and the knowledge base.
+OnBatch = Callable[[Sequence[DocumentIn], ChangeSet, KnowledgeBase], None]
 
 
-class IngestRate(BaseModel):
-    """Raw embedding, chunk-only and end-to-end ingest rates on the same documents."""
+@dataclass(frozen=True)
+class KbIngest:
+    """Raw embedding and chunk-only ingest of the same documents."""
 
-    model_config = ConfigDict(frozen=True)
-
-    documents: int
-    batch_size: int
-    embedder_threads: int
     raw: RunRate
     chunk_only: RunRate
-    end_to_end: RunRate
-    triples: int
-    nodes: int
-
-    @property
-    def ratio(self) -> float:
-        """End-to-end chunks/s over raw embedding chunks/s."""
-        return self.end_to_end.chunks_per_s / self.raw.chunks_per_s
-
-    @property
-    def cpu_ratio(self) -> float:
-        """The same ratio in chunks per CPU second (what contention does not change)."""
-        return self.end_to_end.chunks_per_cpu_s / self.raw.chunks_per_cpu_s
-
-    def table(self) -> str:
-        """The rates and the per-stage seconds, as aligned text."""
-        rows = [
-            f"documents {self.documents}, {self.raw.words} words, {self.raw.chunks} chunks; "
-            f"batches of {self.batch_size} per call; embedder threads {self.embedder_threads}",
-            f"{'run':<12}{'s':>8}{'chunks/s':>10}{'words/s':>9}{'of raw':>8}"
-            f"{'cpu s':>8}{'chunks/cpu s':>14}{'of raw':>8}",
-        ]
-        for name, run in (
-            ("raw", self.raw),
-            ("chunk-only", self.chunk_only),
-            ("end-to-end", self.end_to_end),
-        ):
-            share = run.chunks_per_s / self.raw.chunks_per_s
-            cpu_share = run.chunks_per_cpu_s / self.raw.chunks_per_cpu_s
-            rows.append(
-                f"{name:<12}{run.seconds:>8.1f}{run.chunks_per_s:>10.1f}{run.words_per_s:>9.0f}"
-                f"{share:>8.0%}{run.cpu_seconds:>8.1f}{run.chunks_per_cpu_s:>14.1f}"
-                f"{cpu_share:>8.0%}"
-            )
-        rows.append(f"graph: {self.triples} triples, {self.nodes} nodes")
-        runs = (self.chunk_only, self.end_to_end)
-        rows.append(f"{'stage seconds':<24}{'chunk-only':>11}{'end-to-end':>11}{'(cpu)':>8}")
-        for name in dict.fromkeys([*self.chunk_only.stages, *self.end_to_end.stages]):
-            rows.append(
-                f"{name:<24}{runs[0].stages.get(name, 0.0):>11.2f}"
-                f"{runs[1].stages.get(name, 0.0):>11.2f}{runs[1].cpu_stages.get(name, 0.0):>8.2f}"
-            )
-        return "\n".join(rows)
+    embedder_threads: int  # torch's threads, which the embedder sets when it loads
 
 
 def _rate(watch: Stopwatch, chunks: int, words: int, clock: StageClock) -> RunRate:
@@ -170,45 +107,70 @@ def _open_kb(folder: Path, embedder: Embedder) -> KnowledgeBase:
     )
 
 
-def _measure_raw(documents: Sequence[DocumentIn], embedder: Embedder) -> RunRate:
-    """Split exactly as the knowledge base does, then time ``embed_texts`` alone."""
-    splitter = build_pipeline(embedder, CHUNK_TOKENS, CHUNK_OVERLAP).transformations[0]
+def _chunk_texts(splitter: NodeParser, documents: Sequence[DocumentIn]) -> list[str]:
+    """The texts the knowledge base embeds for ``documents``: split as it splits them."""
     nodes = splitter([to_llama_document(d, document_hash(d, DEFAULT_CHUNKING)) for d in documents])
-    texts = [n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes]
-    with Stopwatch() as watch:
-        embedder.embed_texts(texts)
-    return RunRate(
-        seconds=watch.seconds,
-        cpu_seconds=watch.cpu_seconds,
-        chunks=len(texts),
-        words=_words(documents),
-    )
+    return [n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes]
 
 
-def _measure_chunk_only(
-    documents: Sequence[DocumentIn], folder: Path, embedder: Embedder, batch_size: int
-) -> RunRate:
+def _words(documents: Sequence[DocumentIn]) -> int:
+    return sum(len(d.text.split()) for d in documents)
+
+
+def measure_kb_ingest(
+    documents: Sequence[DocumentIn],
+    folder: Path,
+    embedder: Embedder,
+    batch_size: int = DEFAULT_BATCH,
+    on_batch: OnBatch | None = None,
+) -> KbIngest:
+    """Per batch: its chunk texts embedded with ``embed_texts`` alone (raw), then the batch
+    through ``KnowledgeBase.upsert`` on a knowledge base in ``folder`` (chunk-only)."""
+    embedder.warm_up()
+    embedder.embed_texts(["Load the model's kernels before timing."])
+    splitter = build_pipeline(embedder, CHUNK_TOKENS, CHUNK_OVERLAP).transformations[0]
+    assert isinstance(splitter, NodeParser)
     kb = _open_kb(folder, embedder)
-    clock = StageClock(_STAGES)
+    clock = StageClock(STAGES)
+    raw, upserts = Stopwatch(), Stopwatch()
+    texts = 0
     try:
-        with clock.running(), Stopwatch() as watch:
-            for batch in _batches(documents, batch_size):
-                kb.upsert(batch)
+        for batch in _batches(documents, batch_size):
+            batch_texts = _chunk_texts(splitter, batch)
+            with raw:
+                embedder.embed_texts(batch_texts)
+            texts += len(batch_texts)
+            with clock.running(), upserts:
+                change = kb.upsert(batch)
+            if on_batch is not None:
+                on_batch(batch, change, kb)
         chunks = kb.count_chunks()
     finally:
         kb.close()
-    return _rate(watch, chunks, _words(documents), clock)
+    words = _words(documents)
+    return KbIngest(
+        raw=RunRate(
+            seconds=raw.seconds,
+            cpu_seconds=raw.cpu_seconds,
+            chunks=texts,
+            words=words,
+            stages={},
+            cpu_stages={},
+        ),
+        chunk_only=_rate(upserts, chunks, words, clock),
+        embedder_threads=embedder.threads,
+    )
 
 
 def _measure_end_to_end(
     documents: Sequence[DocumentIn], folder: Path, embedder: Embedder, batch_size: int
 ) -> tuple[RunRate, KnowledgeGraph]:
     kb = _open_kb(folder, embedder)
-    graph = KnowledgeGraph(folder / "kg", embedder.embed_texts)
+    clock = StageClock(STAGES)
+    graph = KnowledgeGraph(folder / "kg", clock.timed(EMBEDDING_STAGE, embedder.embed_texts))
     extractor = TripleExtractor()
     extractor.extract("Warm the parser up before timing.")  # model load is start-up cost
     knowledge = KnowledgeService(kb, GraphSync(kb, graph, extractor))
-    clock = StageClock(_STAGES)
     try:
         with clock.running(), Stopwatch() as watch:
             for batch in _batches(documents, batch_size):
@@ -217,10 +179,6 @@ def _measure_end_to_end(
     finally:
         kb.close()
     return _rate(watch, chunks, _words(documents), clock), graph
-
-
-def _words(documents: Sequence[DocumentIn]) -> int:
-    return sum(len(d.text.split()) for d in documents)
 
 
 def measure_ingest(
@@ -233,15 +191,10 @@ def measure_ingest(
 ) -> IngestRate:
     """Measure raw, chunk-only and end-to-end ingest of ``documents`` (stores in ``work_dir``)."""
     embedder = embedder or shared_embedder()
-    embedder.warm_up()
-    embedder.embed_texts(["Load the model's kernels before timing."])
     log(f"ingest rate: {len(documents)} documents, {_words(documents)} words")
-    raw = _measure_raw(documents, embedder)
-    log(f"raw embedding: {raw.chunks} chunks in {raw.seconds:.1f} s")
-    chunk_only = _measure_chunk_only(
-        documents, _fresh(work_dir / "chunk_only"), embedder, batch_size
-    )
-    log(f"chunk-only ingest: {chunk_only.seconds:.1f} s")
+    kb = measure_kb_ingest(documents, _fresh(work_dir / "chunk_only"), embedder, batch_size)
+    log(f"raw embedding: {kb.raw.chunks} chunks in {kb.raw.seconds:.1f} s")
+    log(f"chunk-only ingest: {kb.chunk_only.seconds:.1f} s")
     end_to_end, graph = _measure_end_to_end(
         documents, _fresh(work_dir / "end_to_end"), embedder, batch_size
     )
@@ -249,13 +202,45 @@ def measure_ingest(
     return IngestRate(
         documents=len(documents),
         batch_size=batch_size,
-        embedder_threads=embedder._threads,
-        raw=raw,
-        chunk_only=chunk_only,
+        embedder_threads=kb.embedder_threads,
+        raw=kb.raw,
+        chunk_only=kb.chunk_only,
         end_to_end=end_to_end,
         triples=graph.edge_count,
         nodes=graph.node_count,
     )
+
+
+def table(rate: IngestRate) -> str:
+    """The rates and the per-stage seconds, as aligned text."""
+    raw = rate.raw
+    rows = [
+        f"documents {rate.documents}, {raw.words} words, {raw.chunks} chunks; "
+        f"batches of {rate.batch_size} per call; embedder threads {rate.embedder_threads}",
+        f"{'run':<12}{'s':>8}{'chunks/s':>10}{'words/s':>9}{'of raw':>8}"
+        f"{'cpu s':>8}{'chunks/cpu s':>14}{'of raw':>8}",
+    ]
+    for name, run in (
+        ("raw", raw),
+        ("chunk-only", rate.chunk_only),
+        ("end-to-end", rate.end_to_end),
+    ):
+        share = run.chunks_per_s / raw.chunks_per_s
+        cpu_share = run.chunks_per_cpu_s / raw.chunks_per_cpu_s
+        rows.append(
+            f"{name:<12}{run.seconds:>8.1f}{run.chunks_per_s:>10.1f}{run.words_per_s:>9.0f}"
+            f"{share:>8.0%}{run.cpu_seconds:>8.1f}{run.chunks_per_cpu_s:>14.1f}"
+            f"{cpu_share:>8.0%}"
+        )
+    rows.append(f"graph: {rate.triples} triples, {rate.nodes} nodes")
+    runs = (rate.chunk_only, rate.end_to_end)
+    rows.append(f"{'stage seconds':<24}{'chunk-only':>11}{'end-to-end':>11}{'(cpu)':>8}")
+    for name in dict.fromkeys([*runs[0].stages, *runs[1].stages]):
+        rows.append(
+            f"{name:<24}{runs[0].stages.get(name, 0.0):>11.2f}"
+            f"{runs[1].stages.get(name, 0.0):>11.2f}{runs[1].cpu_stages.get(name, 0.0):>8.2f}"
+        )
+    return "\n".join(rows)
 
 
 def git_doc_documents(folder: Path = GIT_DOC, man_pages: int = 45) -> list[DocumentIn]:
@@ -280,7 +265,7 @@ def main(argv: list[str] | None = None) -> None:
         lambda m: print(m, file=sys.stderr, flush=True),
         batch_size=args.batch_size,
     )
-    print(rate.table())
+    print(table(rate))
 
 
 if __name__ == "__main__":

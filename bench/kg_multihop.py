@@ -26,7 +26,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.harness import bench_dir
+from bench.paths import bench_dir
+from bench.scale_records import GraphQualityRow
 from kg import KnowledgeGraph, SubgraphSelector, Triple
 from kg.paths import PathWeights
 from rag.knowledge.embedding import Embedder
@@ -145,7 +146,7 @@ MODES: dict[str, PathWeights | None] = {
 }
 
 
-def run(world_count: int) -> list[dict[str, float | str]]:
+def run(world_count: int) -> list[GraphQualityRow]:
     from rag.knowledge.embedding import shared_embedder
 
     embedder = shared_embedder()
@@ -154,7 +155,7 @@ def run(world_count: int) -> list[dict[str, float | str]]:
     documents: dict[str, list[Triple]] = {}
     for i, world in enumerate(all_worlds):
         documents.update(world.triples(i))
-    rows: list[dict[str, float | str]] = []
+    rows: list[GraphQualityRow] = []
     with bench_dir() as folder:
         graph = KnowledgeGraph(Path(folder), embedder.embed_texts, autosave=False)
         graph.replace_documents(documents)
@@ -169,8 +170,8 @@ def _measure(
     all_worlds: list[World],
     questions: list[tuple[str, str]],
     label: str,
-) -> list[dict[str, float | str]]:
-    rows: list[dict[str, float | str]] = []
+) -> list[GraphQualityRow]:
+    rows: list[GraphQualityRow] = []
     asked = [
         (template.format(p=w.product), w.answer(kind), f"product-{i}")
         for i, w in enumerate(all_worlds)
@@ -190,14 +191,14 @@ def _measure(
             pairs = [frozenset((s, o)) for s, _, o in facts]
             restated += len(pairs) != len(set(pairs))
         rows.append(
-            {
-                "questions_set": label,
-                "mode": mode,
-                "questions": len(asked),
-                "answer_share": found / len(asked),
-                "restating_selections": restated / len(asked),
-                "p50_ms": statistics.median(latencies),
-            }
+            GraphQualityRow(
+                questions_set=label,
+                mode=mode,
+                questions=len(asked),
+                answer_share=found / len(asked),
+                restating_selections=restated / len(asked),
+                p50_ms=statistics.median(latencies),
+            )
         )
     return rows
 
@@ -212,9 +213,8 @@ def main() -> None:
     )
     for r in run(args.worlds):
         print(
-            f"{r['questions_set']:<9} {r['mode']:<40} {r['questions']:>6} "
-            f"{r['answer_share']:>11.1%} "
-            f"{r['restating_selections']:>9.1%} {r['p50_ms']:>7.2f}",
+            f"{r.questions_set:<9} {r.mode:<40} {r.questions:>6} {r.answer_share:>11.1%} "
+            f"{r.restating_selections:>9.1%} {r.p50_ms:>7.2f}",
             flush=True,
         )
 

@@ -18,13 +18,14 @@ import statistics
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.harness import bench_dir
+from bench.paths import bench_dir
 from kg import KnowledgeGraph, SubgraphSelector, Triple
 from kg.paths import DEFAULT_WEIGHTS
 
@@ -129,9 +130,19 @@ def make_questions(
     return questions
 
 
-def bench(
-    size: int, count: int, min_score: float | None, path_aware: bool = True
-) -> dict[str, float]:
+@dataclass(frozen=True)
+class SubgraphBench:
+    """One graph size: its build time and ``select``'s latency over the questions."""
+
+    triples: int
+    nodes: int
+    build_s: float
+    p50_ms: float
+    p99_ms: float
+    mean_triples: float  # triples returned per question
+
+
+def bench(size: int, count: int, min_score: float | None, path_aware: bool = True) -> SubgraphBench:
     rng = np.random.default_rng(size)
     with bench_dir() as folder:
         started = time.perf_counter()
@@ -152,14 +163,14 @@ def bench(
             latencies.append((time.perf_counter() - t0) * 1000)
             returned += len(result)
         latencies.sort()
-        return {
-            "triples": graph.edge_count,
-            "nodes": graph.node_count,
-            "build_s": build_s,
-            "p50_ms": statistics.median(latencies),
-            "p99_ms": latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))],
-            "mean_triples": returned / len(questions),
-        }
+        return SubgraphBench(
+            triples=graph.edge_count,
+            nodes=graph.node_count,
+            build_s=build_s,
+            p50_ms=statistics.median(latencies),
+            p99_ms=latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))],
+            mean_triples=returned / len(questions),
+        )
 
 
 def main() -> None:
@@ -181,8 +192,8 @@ def main() -> None:
     for size in args.sizes:
         r = bench(size, args.questions, args.min_score, path_aware=not args.plain)
         print(
-            f"{r['triples']:>8} {r['nodes']:>7} {r['build_s']:>8.1f} {r['p50_ms']:>7.2f} "
-            f"{r['p99_ms']:>7.2f} {r['mean_triples']:>6.2f}",
+            f"{r.triples:>8} {r.nodes:>7} {r.build_s:>8.1f} {r.p50_ms:>7.2f} "
+            f"{r.p99_ms:>7.2f} {r.mean_triples:>6.2f}",
             flush=True,
         )
 

@@ -30,15 +30,13 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-import anyio
 import numpy as np
 
-from api.config import Settings
-from api.stores import build_knowledge
-from bench.harness import bench_dir
-from bench.real_corpus import RealSpec, RealWorkload
+from bench.harness import ingested
+from bench.real_corpus import RealWorkload
+from bench.real_records import QualitySummary, RealSpec
+from bench.record import Record
 from bench.retrieval_quality import RANK_DEPTH, GoldQuestion, Quality, dedupe, score
 from rag.chat.query import retrieval_text
 from rag.knowledge.embedding import shared_embedder
@@ -91,21 +89,63 @@ def fuse(dense: Sequence[str], lexical: Sequence[str], weight: float, k: int = R
     return [c for c, _ in sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))]
 
 
-def run() -> dict[str, Any]:
+class SliceQuality(Record):
+    """Quality over all questions and over the exact-term slice (naming a git command)."""
+
+    all: QualitySummary
+    exact_terms: QualitySummary
+
+    def pieces(self) -> dict[str, QualitySummary]:
+        return {"all": self.all, "exact_terms": self.exact_terms}
+
+
+def sliced(
+    golds: Sequence[GoldQuestion],
+    whole: Quality,
+    ranks: Sequence[list[str]],
+    prompts: Sequence[list[str]] | None = None,
+) -> SliceQuality:
+    """``whole``'s summary, and the exact-term slice's scored from the same rankings (and
+    prompts, where the run has them)."""
+    exact = [i for i, g in enumerate(golds) if COMMAND.search(g.question.lower())]
+    shown = prompts if prompts is not None else [[] for _ in golds]
+    part = score([golds[i] for i in exact], [ranks[i] for i in exact], [shown[i] for i in exact])
+    return SliceQuality(all=whole.summary(), exact_terms=part.summary())
+
+
+class Moved(Record):
+    """The questions a run found within the top k and a baseline did not, and the reverse."""
+
+    fixed: list[str]
+    broken: list[str]
+
+    @classmethod
+    def of(cls, ours: Quality, baseline: Quality, k: int) -> Moved:
+        fixed, broken = ours.fixed_and_broken(baseline, k=k)
+        return cls(fixed=fixed, broken=broken)
+
+
+class ProbeResult(Record):
+    """What ``--out`` writes."""
+
+    chunks: int
+    questions: int
+    exact_term_questions: int
+    ingest_s: float
+    dense_ms_p50: float
+    bm25_ms_p50: float
+    modes: dict[str, SliceQuality]
+    fusion_vs_dense_at_1: dict[str, Moved]
+
+
+def run() -> ProbeResult:
     workload = RealWorkload(RealSpec.full())
     golds = workload.gold_questions()
     documents = [DocumentIn.model_validate(d) for d in workload.documents()]
     embedder = shared_embedder()
     embedder.warm_up()
-    with bench_dir() as folder:
-        settings = Settings(data_dir=Path(folder), kg_extraction=False, seed_sample_kb=False)
-        knowledge = build_knowledge(settings, embedder)
-        knowledge.open()
-        started = time.perf_counter()
-        for i in range(0, len(documents), 50):
-            anyio.run(knowledge.ingest, documents[i : i + 50])
-        ingest_s = time.perf_counter() - started
-        kb = knowledge.kb
+    with ingested(documents, 50, embedder) as done:
+        kb = done.kb
         chunks = [(d.id, c) for d in documents for c in kb.chunks(d.id)]
         titles = {d.id: str(d.metadata.get("title", "")) for d in documents}
         chunk_ids = [c.chunk_id for _, c in chunks]
@@ -127,31 +167,17 @@ def run() -> dict[str, Any]:
             ranked.update({m: fuse(dense, lexical, w) for m, w in fusions.items()})
             for mode, ranking in ranked.items():
                 modes[mode].append(dedupe(doc_of[c] for c in ranking)[:RANK_DEPTH])
-        knowledge.close()
-    exact = [i for i, g in enumerate(golds) if COMMAND.search(g.question.lower())]
-    result: dict[str, Any] = {
-        "chunks": len(chunks),
-        "questions": len(golds),
-        "exact_term_questions": len(exact),
-        "ingest_s": round(ingest_s, 1),
-        "dense_ms_p50": round(float(np.median(dense_ms)), 2),
-        "bm25_ms_p50": round(float(np.median(bm25_ms)), 2),
-        "modes": {},
-    }
-    qualities: dict[str, Quality] = {}
-    for mode, rankings in modes.items():
-        qualities[mode] = _quality(golds, rankings)
-        sliced = _quality([golds[i] for i in exact], [rankings[i] for i in exact])
-        result["modes"][mode] = {"all": qualities[mode].summary(), "exact_terms": sliced.summary()}
-    result["fusion_vs_dense_at_1"] = {}
-    for mode in fusions:
-        fixed, broken = qualities[mode].fixed_and_broken(qualities["dense"], k=1)
-        result["fusion_vs_dense_at_1"][mode] = {"fixed": fixed, "broken": broken}
-    return result
-
-
-def _quality(golds: Sequence[GoldQuestion], rankings: list[list[str]]) -> Quality:
-    return score(golds, rankings, [[] for _ in golds])
+    qualities = {mode: score(golds, ranks, [[] for _ in golds]) for mode, ranks in modes.items()}
+    return ProbeResult(
+        chunks=len(chunks),
+        questions=len(golds),
+        exact_term_questions=sum(1 for g in golds if COMMAND.search(g.question.lower())),
+        ingest_s=round(done.seconds, 1),
+        dense_ms_p50=round(float(np.median(dense_ms)), 2),
+        bm25_ms_p50=round(float(np.median(bm25_ms)), 2),
+        modes={mode: sliced(golds, qualities[mode], modes[mode]) for mode in modes},
+        fusion_vs_dense_at_1={m: Moved.of(qualities[m], qualities["dense"], 1) for m in fusions},
+    )
 
 
 def main() -> None:
@@ -160,22 +186,22 @@ def main() -> None:
     args = parser.parse_args()
     result = run()
     print(
-        f"{result['questions']} questions ({result['exact_term_questions']} naming a git "
-        f"command), {result['chunks']} chunks; ingest {result['ingest_s']} s; "
-        f"p50 dense {result['dense_ms_p50']} ms, bm25 {result['bm25_ms_p50']} ms"
+        f"{result.questions} questions ({result.exact_term_questions} naming a git "
+        f"command), {result.chunks} chunks; ingest {result.ingest_s} s; "
+        f"p50 dense {result.dense_ms_p50} ms, bm25 {result.bm25_ms_p50} ms"
     )
     print(f"{'mode':<14} {'slice':<12} {'R@1':>6} {'R@3':>6} {'R@10':>6} {'MRR':>6}")
-    for mode, parts in result["modes"].items():
-        for part, s in parts.items():
+    for mode, parts in result.modes.items():
+        for part, s in parts.pieces().items():
             print(
-                f"{mode:<14} {part:<12} {s['recall_at_1']:>6.3f} {s['recall_at_3']:>6.3f} "
-                f"{s['recall_at_10']:>6.3f} {s['mrr']:>6.3f}"
+                f"{mode:<14} {part:<12} {s.recall_at_1:>6.3f} {s.recall_at_3:>6.3f} "
+                f"{s.recall_at_10:>6.3f} {s.mrr:>6.3f}"
             )
-    for mode, moved in result["fusion_vs_dense_at_1"].items():
-        fixed, broken = len(moved["fixed"]), len(moved["broken"])
+    for mode, moved in result.fusion_vs_dense_at_1.items():
+        fixed, broken = len(moved.fixed), len(moved.broken)
         print(f"{mode} against dense at rank 1: fixed {fixed}, broke {broken}")
     if args.out:
-        args.out.write_text(json.dumps(result, indent=2))
+        args.out.write_text(json.dumps(result.to_json(), indent=2))
 
 
 if __name__ == "__main__":

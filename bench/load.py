@@ -30,12 +30,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import httpx
 
-from bench.harness import bench_dir, reset_prefix_cache, service, vllm
+from api.schemas import ChatResponse
+from bench.harness import reset_prefix_cache, service, vllm
 from bench.measure import percentile
+from bench.paths import bench_dir
 from bench.workload import towns, zipf_stream
 
 
@@ -93,7 +94,7 @@ def nonce_word(i: int) -> str:
     return "".join(rng.choice("bcdfghklmnprstvz") + rng.choice("aeiou") for _ in range(4))
 
 
-def unique_doc(i: int) -> dict[str, Any]:
+def unique_doc(i: int) -> dict[str, str]:
     word = nonce_word(i)
     return {
         "id": f"load/doc-{i}",
@@ -189,7 +190,7 @@ def load_part(vllm_url: str, args: argparse.Namespace) -> list[LoadResult]:
         ):
             svc.ingest(documents)
             if label == "on":
-                svc.post("/admin/warmup", {}, admin=True)
+                svc.warm_cycle()
             print(f"load, warmup {label}: {args.streams} streams x {args.seconds} s ...")
             results.append(asyncio.run(run_load(svc.server.url, svc.admin, questions, label, args)))
             print(HEADER.splitlines()[0])
@@ -232,9 +233,10 @@ def ingest_part(vllm_url: str, args: argparse.Namespace) -> str:
             with httpx.Client(base_url=url, timeout=600) as c:
                 i = 0
                 while (during is not None and during.is_set()) or (during is None and i < 10):
-                    body = c.post("/v1/chat", json={"question": questions[i % len(questions)]})
-                    ttft.append(float(body.json()["timings"]["ttft_ms"]))
-                    retrieval.append(float(body.json()["timings"]["retrieval_ms"]))
+                    resp = c.post("/v1/chat", json={"question": questions[i % len(questions)]})
+                    timings = ChatResponse.model_validate(resp.json()).timings
+                    ttft.append(timings.ttft_ms)
+                    retrieval.append(timings.retrieval_ms)
                     i += 1
             stop.set()
             poller.join()

@@ -6,10 +6,15 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Self
 
+from pydantic import SerializerFunctionWrapHandler, computed_field, model_serializer
+
+from bench.record import Record
 from warmup.hits import full_blocks, is_warm_hit
+
+if TYPE_CHECKING:  # the API's models import the model stack: seconds the report need not wait
+    from api.schemas import ChatResponse
 
 BLOCK = 128  # vLLM-CPU's KV block: only full blocks are reused
 # The question turn after the context: under half a block in this workload. The
@@ -32,9 +37,9 @@ def is_hit(prompt_tokens: int, cached_tokens: int, prefix_tokens: int | None = N
     return is_warm_hit(cached_tokens, warm_tokens(prompt_tokens, prefix_tokens))
 
 
-@dataclass(frozen=True)
-class RequestRecord:
-    """One chat as the benchmark saw it (``t_s``: seconds since its phase began)."""
+class RequestRecord(Record):
+    """One chat as the benchmark saw it (``t_s``: seconds since its phase began); written
+    with ``hit``, which is recomputed when read back."""
 
     question: str
     t_s: float
@@ -43,7 +48,6 @@ class RequestRecord:
     prompt_tokens: int
     cached_tokens: int
     first_sight: bool = False
-
     context_reused: bool = False
     prefix_tokens: int | None = None
 
@@ -51,33 +55,45 @@ class RequestRecord:
     def warm_tokens(self) -> int:
         return warm_tokens(self.prompt_tokens, self.prefix_tokens)
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def hit(self) -> bool:
         return is_hit(self.prompt_tokens, self.cached_tokens, self.prefix_tokens)
 
     @classmethod
-    def from_chat(
-        cls, question: str, t_s: float, body: dict[str, Any], first_sight: bool = False
-    ) -> RequestRecord:
+    def of_chat(
+        cls, question: str, t_s: float, reply: ChatResponse, first_sight: bool = False
+    ) -> Self:
         return cls(
             question=question,
             t_s=round(t_s, 3),
-            ttft_ms=float(body["timings"]["ttft_ms"]),
-            retrieval_ms=float(body["timings"]["retrieval_ms"]),
-            prompt_tokens=int(body["cache"]["prompt_tokens"]),
-            cached_tokens=int(body["cache"]["cached_tokens"]),
+            ttft_ms=reply.timings.ttft_ms,
+            retrieval_ms=reply.timings.retrieval_ms,
+            prompt_tokens=reply.cache.prompt_tokens,
+            cached_tokens=reply.cache.cached_tokens,
             first_sight=first_sight,
-            context_reused=bool(body["timings"].get("context_reused", False)),
-            prefix_tokens=body["cache"].get("prefix_tokens"),
+            context_reused=reply.timings.context_reused,
+            prefix_tokens=reply.cache.prefix_tokens,
         )
 
-    def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "hit": self.hit}
+
+class ChangeRequest(RequestRecord):
+    """A request to a changed context; ``warm_before``: its context was warm before the
+    change (results from before that was recorded count every request as such)."""
+
+    warm_before: bool = True
+
+    @model_serializer(mode="wrap")
+    def _warm_before_last(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
+        """``warm_before`` after ``hit``, where results.json has always had it."""
+        data: dict[str, object] = handler(self)
+        if "warm_before" in data:
+            data["warm_before"] = data.pop("warm_before")
+        return data
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> RequestRecord:
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+    def of(cls, record: RequestRecord, warm_before: bool) -> ChangeRequest:
+        return cls(**record.model_dump(exclude={"hit"}), warm_before=warm_before)
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -89,16 +105,35 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[index]
 
 
-def summarize(records: Sequence[RequestRecord]) -> dict[str, float | int]:
-    """TTFT percentiles, hit share and retrieval p50 of a set of requests."""
+class Summary(Record):
+    """TTFT percentiles, hit share and retrieval p50 of a set of requests (NaN: none)."""
+
+    n: int
+    ttft_p50_ms: float
+    ttft_p95_ms: float
+    ttft_p99_ms: float
+    hit_share: float
+    retrieval_p50_ms: float
+
+    def line(self) -> str:
+        """The one-line form the suite logs."""
+        if not self.n:
+            return "n=0"
+        return (
+            f"p50 {self.ttft_p50_ms} p99 {self.ttft_p99_ms} ms, "
+            f"hits {self.hit_share:.0%} (n={self.n})"
+        )
+
+
+def summarize(records: Sequence[RequestRecord]) -> Summary:
     ttft = [r.ttft_ms for r in records]
-    return {
-        "n": len(records),
-        "ttft_p50_ms": round(statistics.median(ttft), 1) if ttft else math.nan,
-        "ttft_p95_ms": round(percentile(ttft, 95), 1),
-        "ttft_p99_ms": round(percentile(ttft, 99), 1),
-        "hit_share": round(sum(r.hit for r in records) / len(records), 4) if records else math.nan,
-        "retrieval_p50_ms": round(statistics.median(r.retrieval_ms for r in records), 1)
+    return Summary(
+        n=len(records),
+        ttft_p50_ms=round(statistics.median(ttft), 1) if ttft else math.nan,
+        ttft_p95_ms=round(percentile(ttft, 95), 1),
+        ttft_p99_ms=round(percentile(ttft, 99), 1),
+        hit_share=round(sum(r.hit for r in records) / len(records), 4) if records else math.nan,
+        retrieval_p50_ms=round(statistics.median(r.retrieval_ms for r in records), 1)
         if records
         else math.nan,
-    }
+    )

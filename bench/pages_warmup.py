@@ -23,37 +23,40 @@ import json
 import random
 import statistics
 import time
-from dataclasses import asdict, dataclass, field
+from collections import Counter
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
 
 from bench.chunking_quality import pages_of
-from bench.harness import Service, bench_dir, reset_prefix_cache, service, vllm
+from bench.harness import Service, reset_prefix_cache, service, vllm
 from bench.machine import this_machine
+from bench.paths import bench_dir
 from bench.real_corpus import ensure_package, load_sections
+from bench.record import Record
 from bench.workload import paraphrase
+from warmup.reports import CycleReport
 
 
-@dataclass
-class PathResult:
+class PathResult(Record):
     """One warmup path (seed or hot) over its questions."""
 
     questions: int
-    warm_requests: int = 0
-    entries: int = 0
-    warm_hits: int = 0
-    cached_share_mean: float = 0.0
-    prompt_tokens: list[int] = field(default_factory=list)
-    states: dict[str, int] = field(default_factory=dict)
-    declined: dict[str, int] = field(default_factory=dict)
+    warm_requests: int
+    entries: int
+    warm_hits: int
+    cached_share_mean: float
+    prompt_tokens: list[int]
+    states: dict[str, int]
+    declined: dict[str, int]
 
     @property
     def warm_share(self) -> float:
         return self.warm_hits / self.questions if self.questions else 0.0
 
 
-@dataclass
-class PagesResult:
+class PagesResult(Record):
+    """What ``--out`` writes (``pages_warmup.json``)."""
+
     machine: str
     pages: int
     ingest_s: float
@@ -69,26 +72,37 @@ def _questions(count: int) -> tuple[list[str], list[str]]:
     return chosen[:count], chosen[count:]
 
 
-def _ask_again(svc: Service, questions: list[str], result: PathResult) -> None:
-    """Each question in another spelling: warm state, cached share, prompt size."""
+def _ask_again(
+    svc: Service, questions: list[str], reports: Iterable[CycleReport], entries: int
+) -> PathResult:
+    """Each question in another spelling: warm state, cached share, prompt size; with
+    what the warmup ``reports`` did and the ``entries`` it added."""
     rng = random.Random(3)
-    shares = []
+    reports = list(reports)
+    states: Counter[str] = Counter()
+    declined: Counter[str] = Counter()
+    for report in reports:
+        declined.update({reason.value: count for reason, count in report.declined.items()})
+    shares, prompt_tokens, hits = [], [], 0
     for question in questions:
-        cache = svc.chat(paraphrase(question, rng))["cache"]
-        state = str(cache.get("warm_state", "cold"))
-        result.states[state] = result.states.get(state, 0) + 1
-        result.warm_hits += bool(cache["warm_hit"])
-        result.prompt_tokens.append(int(cache["prompt_tokens"]))
-        shares.append(cache["cached_tokens"] / max(1, cache["prompt_tokens"]))
-    result.cached_share_mean = round(statistics.fmean(shares), 3)
+        cache = svc.chat(paraphrase(question, rng)).cache
+        states[cache.warm_state.value] += 1
+        hits += cache.warm_hit
+        prompt_tokens.append(cache.prompt_tokens)
+        shares.append(cache.cached_tokens / max(1, cache.prompt_tokens))
+    return PathResult(
+        questions=len(questions),
+        warm_requests=sum(r.warm_requests for r in reports),
+        entries=entries,
+        warm_hits=hits,
+        cached_share_mean=round(statistics.fmean(shares), 3),
+        prompt_tokens=prompt_tokens,
+        states=dict(states),
+        declined=dict(declined),
+    )
 
 
-def _add_declined(result: PathResult, report: dict[str, Any]) -> None:
-    for reason, count in (report.get("declined") or {}).items():
-        result.declined[reason] = result.declined.get(reason, 0) + int(count)
-
-
-def run(count: int, log: Any = print) -> PagesResult:
+def run(count: int, log: Callable[[str], None] = print) -> PagesResult:
     ensure_package()
     pages = pages_of(load_sections())
     seeded, hot_questions = _questions(count)
@@ -102,34 +116,27 @@ def run(count: int, log: Any = print) -> PagesResult:
         svc.ingest(documents, batch=8)
         ingest_s = time.perf_counter() - started
         log(f"ingested {len(pages)} pages in {ingest_s:.0f} s")
-        svc.post("/admin/warmup", {}, admin=True)  # the ingest's detection
-        budget = svc.get("/admin/warmup").get("budget") or {}
+        svc.warm_cycle()  # the ingest's detection
+        budget = svc.registry().budget
 
         reset_prefix_cache(url)
-        seed = PathResult(questions=count)
-        report = svc.post("/admin/warmup/queries", {"queries": seeded}, admin=True)
-        seed.warm_requests = int(report["warm_requests"])
-        _add_declined(seed, report)
-        seed.entries = len(svc.get("/admin/warmup")["entries"])
-        _ask_again(svc, seeded, seed)
+        report = svc.seed(seeded)
+        entries = len(svc.registry().entries)
+        seed = _ask_again(svc, seeded, [report], entries)
         log(f"seed: {seed.warm_requests} warmed, {seed.warm_hits}/{count} warm hits")
 
-        hot = PathResult(questions=count)
         for question in hot_questions:
             svc.chat(question)
         reset_prefix_cache(url)
-        entries_before = seed.entries
-        for report in svc.post("/admin/warmup", {}, admin=True):
-            hot.warm_requests += int(report["warm_requests"])
-            _add_declined(hot, report)
-        hot.entries = len(svc.get("/admin/warmup")["entries"]) - entries_before
-        _ask_again(svc, hot_questions, hot)
+        reports = svc.warm_cycle()
+        added = len(svc.registry().entries) - entries
+        hot = _ask_again(svc, hot_questions, reports, added)
         log(f"hot: {hot.warm_requests} warmed, {hot.warm_hits}/{count} warm hits")
     return PagesResult(
         machine=this_machine(enforce_eager=True).summary,
         pages=len(pages),
         ingest_s=round(ingest_s, 1),
-        per_entry_max_tokens=budget.get("per_entry_max_tokens"),
+        per_entry_max_tokens=budget.per_entry_max_tokens if budget else None,
         seed=seed,
         hot=hot,
     )
@@ -162,7 +169,7 @@ def main() -> None:
     print(summary(result))
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "pages_warmup.json").write_text(json.dumps(asdict(result), indent=1))
+        (args.out / "pages_warmup.json").write_text(json.dumps(result.to_json(), indent=1))
 
 
 if __name__ == "__main__":

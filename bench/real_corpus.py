@@ -18,13 +18,14 @@ import random
 import re
 import statistics
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bench.apt import AptInstallError, apt_install
 from bench.asciidoc import parse_sections, question_for
+from bench.real_records import CorpusFacts, RealSpec, WordsPerSection
 from bench.retrieval_quality import GoldQuestion
-from bench.workload import Topic, request_streams
+from bench.workload import TopicStreams, request_streams
 from rag.chat.query import normalize_query
 from rag.knowledge.models import doc_id_problem
 
@@ -168,36 +169,14 @@ def unique_questions(sections: list[GitSection]) -> list[GitSection]:
     for section in sections:
         key = normalize_query(section.question or "")
         if section.question and key in seen:
-            section = GitSection(**{**section.__dict__, "question": None})
+            section = replace(section, question=None)
         seen.add(key)
         result.append(section)
     return result
 
 
-@dataclass(frozen=True)
-class RealSpec:
-    """The knobs of a real-corpus run, as ``bench.workload.WorkloadSpec`` for towns."""
-
-    sections: int = 300
-    # A cold prefill of these ~1.3k-token contexts takes seconds on a 2-core CPU: 100
-    # asked sections and 200 steady requests keep the section within the hour.
-    question_sections: int = 100
-    steady_requests: int = 200
-    restart_requests: int = 100
-    zipf_s: float = 1.1
-    seed: int = 7
-
-    @classmethod
-    def full(cls) -> RealSpec:
-        return cls()
-
-    @classmethod
-    def quick(cls) -> RealSpec:
-        return cls(sections=80, question_sections=40, steady_requests=80, restart_requests=30)
-
-
 @dataclass
-class RealWorkload:
+class RealWorkload(TopicStreams[GitSection]):
     """Corpus, questions and request streams of one run over Git's documentation: a
     seeded choice of ``spec.sections`` sections (``towns``, in corpus order), of which
     ``spec.question_sections`` with a question are asked, Zipf with paraphrases.
@@ -206,10 +185,6 @@ class RealWorkload:
 
     spec: RealSpec
     sections: list[GitSection] | None = None
-    towns: list[GitSection] = field(init=False)
-    question_towns: list[GitSection] = field(init=False)
-    steady: list[str] = field(init=False)
-    restart: list[str] = field(init=False)
 
     def __post_init__(self) -> None:
         spec = self.spec
@@ -228,50 +203,29 @@ class RealWorkload:
         self.question_towns = sorted(asked, key=lambda s: order[s.id])
         self.steady, self.restart = request_streams(self.questions, spec)
 
-    @property
-    def questions(self) -> list[str]:
-        return [q for t in self.question_towns for q in t.questions()]
-
-    def documents(self, only_question_towns: bool = False) -> list[dict[str, object]]:
-        chosen = self.question_towns if only_question_towns else self.towns
-        return [d for t in chosen for d in t.documents()]
-
     def gold_questions(self, only_asked: bool = False) -> list[GoldQuestion]:
         """Each question of the corpus with its gold section (the asked ones alone when
         ``only_asked``): what ``bench.retrieval_quality`` scores."""
         chosen = self.question_towns if only_asked else self.towns
         return [g for t in chosen if (g := t.gold()) is not None]
 
-    def towns_by_traffic(self) -> list[GitSection]:
-        """Asked sections, most requested first (steady and restart streams together)."""
-        by_key = {normalize_query(q): t for t in self.question_towns for q in t.questions()}
-        counts: Counter[str] = Counter()
-        for question in self.steady + self.restart:
-            counts[by_key[normalize_query(question)].slug] += 1
-        return sorted(self.question_towns, key=lambda t: (-counts[t.slug], t.slug))
 
-    def asked_question(self, town: Topic) -> str:
-        """The topic's question asked most often in the streams (its first if none was)."""
-        asked = Counter(normalize_query(q) for q in self.steady + self.restart)
-        return max(town.questions(), key=lambda q: asked[normalize_query(q)])
-
-
-def describe(workload: RealWorkload) -> dict[str, object]:
+def describe(workload: RealWorkload) -> CorpusFacts:
     """Counts and sizes of a workload's corpus, for the builder's output and reports."""
     words = [len(str(d["text"]).split()) for d in workload.documents()]
-    return {
-        "sections": len(words),
-        "words": sum(words),
-        "words_per_section": {
-            "median": statistics.median(words),
-            "p90": sorted(words)[int(0.9 * (len(words) - 1))],
-            "max": max(words),
-        },
-        "capped_sections": sum(1 for t in workload.towns if t.words > MAX_SECTION_WORDS),
-        "questions": len(workload.gold_questions()),
-        "asked_questions": len(workload.questions),
-        "sources": len({t.source for t in workload.towns}),
-    }
+    return CorpusFacts(
+        sections=len(words),
+        words=sum(words),
+        words_per_section=WordsPerSection(
+            median=statistics.median(words),
+            p90=sorted(words)[int(0.9 * (len(words) - 1))],
+            max=max(words),
+        ),
+        capped_sections=sum(1 for t in workload.towns if t.words > MAX_SECTION_WORDS),
+        questions=len(workload.gold_questions()),
+        asked_questions=len(workload.questions),
+        sources=len({t.source for t in workload.towns}),
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -297,7 +251,7 @@ def main(argv: list[str] | None = None) -> None:
         for gold in workload.gold_questions():
             row = {**gold.__dict__, "asked": normalize_query(gold.question) in asked}
             out.write(json.dumps(row, ensure_ascii=False) + "\n")
-    print(json.dumps(describe(workload), indent=2))
+    print(json.dumps(describe(workload).to_json(), indent=2))
 
 
 if __name__ == "__main__":

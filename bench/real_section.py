@@ -26,23 +26,33 @@ import shutil
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 from bench.breakdown import measure as measure_breakdown
 from bench.breakdown import summarize_rows
-from bench.harness import reset_prefix_cache, service
+from bench.harness import ask_all, reset_prefix_cache, service
 from bench.ingest_rate import measure_ingest
-from bench.real_corpus import RealSpec, RealWorkload, describe
+from bench.real_corpus import RealWorkload, describe
+from bench.real_records import (
+    AnswerComparison,
+    AnswerExample,
+    IngestRate,
+    QualityReport,
+    QuestionRank,
+    RealResult,
+    RealSpec,
+    VariantResult,
+    VariantRows,
+)
 from bench.retrieval_quality import (
     Quality,
     WarmragEmbedding,
     evaluate_llamaindex_defaults,
     evaluate_service,
 )
-from bench.scenarios import ScenarioConfig, build_template, measure_floor, run_strategy
-from bench.strategies import OURS, PLAIN
+from bench.scenario_records import ScenarioConfig
+from bench.scenarios import build_template, measure_floor, run_strategy
+from bench.strategies import OURS, PLAIN, Overrides
 from rag.chat.query import normalize_query
 from rag.chat.retriever import Retriever
 from rag.knowledge.embedding import shared_embedder
@@ -58,52 +68,49 @@ FULL_CONFIG = ScenarioConfig(
 QUICK_CONFIG = ScenarioConfig(
     change_sizes=(1, 5), change_window_s=10.0, change_requests=6, floor_questions=10
 )
-VARIANTS: dict[str, dict[str, Any]] = {
-    "default": {},
-    "windows_off": {"passage_window_tokens": 0},
-    "alignment_off": {"prefix_block_align": False},
+VARIANTS: dict[str, Overrides] = {
+    "default": Overrides(),
+    "windows_off": Overrides(passage_window_tokens=0),
+    "alignment_off": Overrides(prefix_block_align=False),
 }
 ANSWER_TOKENS = 48  # long enough to compare answers with and without alignment
 
 
-def run_real(
-    vllm_url: str, work: Path, quick: bool, log: Log, result: dict[str, Any]
-) -> dict[str, Any]:
+def run_real(vllm_url: str, work: Path, quick: bool, log: Log, result: RealResult) -> RealResult:
     """The whole section (the vLLM at ``vllm_url`` is shared with nothing else), filled
     into ``result`` step by step, so a failure keeps what was measured before it."""
     spec = RealSpec.quick() if quick else RealSpec.full()
     config = QUICK_CONFIG if quick else FULL_CONFIG
     workload = RealWorkload(spec)
-    result.update(corpus=describe(workload), spec=asdict(spec), strategies={})
-    log(f"real corpus: {result['corpus']}")
-    result["floor"] = measure_floor(vllm_url, workload, config)
+    result.corpus, result.spec, result.strategies = describe(workload), spec, {}
+    log(f"real corpus: {result.corpus.to_json()}")
+    result.floor = measure_floor(vllm_url, workload, config)
     template = work / "real-template"
-    result["corpus_ingest"] = build_template(vllm_url, template, workload, log)
+    result.corpus_ingest = build_template(vllm_url, template, workload, log)
     log("real corpus: retrieval quality")
-    result["quality"] = quality(vllm_url, template, workload, work)
+    result.quality = quality(vllm_url, template, workload, work)
     for strategy in (PLAIN, OURS):
         log(f"real corpus: strategy {strategy.label}")
-        result["strategies"][strategy.slug] = run_strategy(
+        result.strategies[strategy.slug] = run_strategy(
             strategy, vllm_url, work / "real", workload, config, log, template=template
         )
     questions = sample_questions(workload, 8 if quick else 20)
-    result["variants"] = {}
+    result.variants = {}
     for name, overrides in VARIANTS.items():
         log(f"real corpus: {name}, cold then warm")
-        result["variants"][name] = cold_then_warm(
+        result.variants[name] = cold_then_warm(
             vllm_url, template, work / f"variant-{name}", questions, overrides
         )
-    result["answers"] = compare_answers(vllm_url, template, work, questions[:10])
+    result.answers = compare_answers(vllm_url, template, work, questions[:10])
     return result
 
 
-def run_ingest_rate(quick: bool, work: Path, log: Log) -> dict[str, Any]:
+def run_ingest_rate(quick: bool, work: Path, log: Log) -> IngestRate:
     """Step 1, before any vLLM starts (the embedding model has both cores)."""
     workload = RealWorkload(RealSpec.quick() if quick else RealSpec.full())
     log(f"real corpus: ingest rate over {len(workload.towns)} sections")
     documents = [DocumentIn.model_validate(d, strict=False) for d in workload.documents()]
-    rate = measure_ingest(documents, work / "ingest-rate", log)
-    return {**rate.model_dump(), "ratio": rate.ratio, "cpu_ratio": rate.cpu_ratio}
+    return measure_ingest(documents, work / "ingest-rate", log)
 
 
 def sample_questions(workload: RealWorkload, n: int) -> list[str]:
@@ -112,7 +119,7 @@ def sample_questions(workload: RealWorkload, n: int) -> list[str]:
     return random.Random(5).sample(distinct, min(n, len(distinct)))
 
 
-def quality(vllm_url: str, template: Path, workload: RealWorkload, work: Path) -> dict[str, Any]:
+def quality(vllm_url: str, template: Path, workload: RealWorkload, work: Path) -> QualityReport:
     """warmrag's retrieval (windows on and off) against llama-index defaults."""
     golds = workload.gold_questions()
     data = work / "quality"
@@ -128,52 +135,50 @@ def quality(vllm_url: str, template: Path, workload: RealWorkload, work: Path) -
         workload.documents(), golds, WarmragEmbedding(shared_embedder())
     )
     fixed, broken = ours.fixed_and_broken(defaults)
-    return {
-        "warmrag": ours.summary(),
-        "warmrag_windows_off": chunks_only.summary(),
-        "llamaindex_defaults": defaults.summary(),
-        "llamaindex_index_s": round(defaults.seconds, 1),
-        "retrieval_ms_per_question": round(seconds * 1000 / max(1, len(golds)), 2),
-        "fixed_vs_defaults": fixed,
-        "broken_vs_defaults": broken,
-        "per_question": _ranks(ours, defaults),
-    }
+    return QualityReport(
+        warmrag=ours.summary(),
+        warmrag_windows_off=chunks_only.summary(),
+        llamaindex_defaults=defaults.summary(),
+        llamaindex_index_s=round(defaults.seconds, 1),
+        retrieval_ms_per_question=round(seconds * 1000 / max(1, len(golds)), 2),
+        fixed_vs_defaults=fixed,
+        broken_vs_defaults=broken,
+        per_question=_ranks(ours, defaults),
+    )
 
 
-def _ranks(ours: Quality, defaults: Quality) -> list[dict[str, Any]]:
+def _ranks(ours: Quality, defaults: Quality) -> list[QuestionRank]:
     theirs = {r.question: r.rank for r in defaults.results}
     return [
-        {
-            "question": r.question,
-            "gold": r.gold,
-            "rank": r.rank,
-            "defaults_rank": theirs.get(r.question),
-        }
+        QuestionRank(
+            question=r.question, gold=r.gold, rank=r.rank, defaults_rank=theirs.get(r.question)
+        )
         for r in ours.results
     ]
 
 
 def cold_then_warm(
-    vllm_url: str, template: Path, data: Path, questions: list[str], overrides: dict[str, Any]
-) -> dict[str, Any]:
+    vllm_url: str, template: Path, data: Path, questions: list[str], overrides: Overrides
+) -> VariantResult:
     """Each question on an emptied prefix cache (a miss), then all of them again (hits:
     the first asking cached each prefix). No warmup runs, so vLLM serves only these."""
     shutil.copytree(template, data)
     reset_prefix_cache(vllm_url)
-    with service(vllm_url, data, warmup_enabled=False, **overrides) as svc:
+    settings: Overrides = {**overrides, "warmup_enabled": False}
+    with service(vllm_url, data, **settings) as svc:
         misses = measure_breakdown(svc, vllm_url, questions)
         hits = measure_breakdown(svc, vllm_url, questions)
-    return {
-        "overrides": overrides,
-        "misses": summarize_rows(misses),
-        "hits": summarize_rows(hits),
-        "rows": {"misses": misses, "hits": hits},
-    }
+    return VariantResult(
+        overrides=overrides,
+        misses=summarize_rows(misses),
+        hits=summarize_rows(hits),
+        rows=VariantRows(misses=misses, hits=hits),
+    )
 
 
 def compare_answers(
     vllm_url: str, template: Path, work: Path, questions: list[str]
-) -> dict[str, Any]:
+) -> AnswerComparison:
     """The same questions answered (greedy, ``ANSWER_TOKENS``) with block alignment on
     and off: how many answers are identical, and their lengths."""
     answers: dict[str, list[str]] = {}
@@ -183,20 +188,15 @@ def compare_answers(
         with service(
             vllm_url, data, warmup_enabled=False, max_tokens=ANSWER_TOKENS, prefix_block_align=align
         ) as svc:
-            answers[name] = [svc.chat(q)["answer"] for q in questions]
-    same = sum(a == b for a, b in zip(answers["aligned"], answers["unaligned"], strict=True))
-    return {
-        "n": len(questions),
-        "identical": same,
-        "mean_words": {
+            answers[name] = [reply.answer for reply in ask_all(svc, questions)]
+    pairs = list(zip(questions, answers["aligned"], answers["unaligned"], strict=True))
+    return AnswerComparison(
+        n=len(questions),
+        identical=sum(a == b for _, a, b in pairs),
+        mean_words={
             k: round(statistics.mean(len(a.split()) for a in v), 1) for k, v in answers.items()
         }
         if questions
         else {},
-        "examples": [
-            {"question": q, "aligned": a, "unaligned": b}
-            for q, a, b in list(
-                zip(questions, answers["aligned"], answers["unaligned"], strict=True)
-            )[:3]
-        ],
-    }
+        examples=[AnswerExample(question=q, aligned=a, unaligned=b) for q, a, b in pairs[:3]],
+    )

@@ -23,30 +23,31 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import httpx
 from transformers import AutoTokenizer
 
+from api.schemas import ChatResponse
 from api.server import free_port
 from bench.harness import (
     MODEL_NAME,
-    REPO,
     Service,
-    bench_dir,
+    ask_all,
     floor_ttft,
     reset_prefix_cache,
     service,
 )
+from bench.measure import BLOCK
+from bench.paths import REPO, bench_dir
+from bench.strategies import Overrides
 from bench.workload import Workload, WorkloadSpec
 from rag.chat.prompt import PromptBuilder
 from rag.knowledge.base import text_hash
 from rag.knowledge.embedding import shared_embedder
-from rag.knowledge.models import Passage
 from rag.llm.bundled_model import ensure_chat_model
 from rag.llm.cpu import CpuFeatures, plan_for
 from rag.llm.server import VLLMServer
@@ -54,9 +55,6 @@ from warmup.hits import full_blocks, is_warm_hit
 
 KV_GIB = 2  # under the 4 GiB tier: the runs set the warm share themselves
 WARM_SHARE = 0.3
-
-
-BLOCK = 128  # vLLM-CPU's KV block
 
 
 class PrefixTokens:
@@ -71,11 +69,13 @@ class PrefixTokens:
         self._tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
         self._builder = PromptBuilder()
 
-    def full_block_tokens(self, body: dict[str, Any]) -> int:
-        if body["cache"].get("prefix_tokens"):  # counted by the service (block-aligned)
-            return full_blocks(body["cache"]["prefix_tokens"], BLOCK)
-        passages = [Passage(**p, content_hash=text_hash(p["text"])) for p in body["passages"]]
-        prefix = self._builder.prefix(passages, body["triples"])
+    def full_block_tokens(self, reply: ChatResponse) -> int:
+        if reply.cache.prefix_tokens:  # counted by the service (block-aligned)
+            return full_blocks(reply.cache.prefix_tokens, BLOCK)
+        passages = [
+            p.model_copy(update={"content_hash": text_hash(p.text)}) for p in reply.passages
+        ]
+        prefix = self._builder.prefix(passages, reply.triples)
         text = self._tokenizer.apply_chat_template(
             list(prefix.messages), tokenize=False, add_generation_prompt=False
         )
@@ -83,12 +83,23 @@ class PrefixTokens:
         return full_blocks(len(ids), BLOCK)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Run:
     name: str
     ttft_ms: list[float]
     hits: int
     computed_tokens: list[int]
+
+    @classmethod
+    def of(cls, name: str, replies: Sequence[ChatResponse], counter: PrefixTokens) -> Run:
+        """The chats' TTFTs, their hits (the service's rule, from the prefix's tokens) and
+        the prompt tokens vLLM computed for them."""
+        return cls(
+            name,
+            [r.timings.ttft_ms for r in replies],
+            sum(is_warm_hit(r.cache.cached_tokens, counter.full_block_tokens(r)) for r in replies),
+            [r.cache.prompt_tokens - r.cache.cached_tokens for r in replies],
+        )
 
     def row(self) -> str:
         chats = len(self.ttft_ms)
@@ -109,7 +120,7 @@ HEADER = (
 
 
 @contextmanager
-def replicas(log: Any = print) -> Iterator[list[VLLMServer]]:
+def replicas(log: Callable[[str], None] = print) -> Iterator[list[VLLMServer]]:
     """Two vLLM-CPU children, one core each, started side by side."""
     model = ensure_chat_model(REPO / "data" / "models" / MODEL_NAME)
     plan = plan_for(CpuFeatures.read(), enforce_eager=True)
@@ -148,15 +159,8 @@ def embed_p50_ms(samples: int = 20) -> float:
     return statistics.median(times)
 
 
-def ask_all(svc: Service, name: str, questions: Sequence[str], counter: PrefixTokens) -> Run:
-    ttft, hits, computed = [], 0, []
-    for question in questions:
-        body = svc.chat(question)
-        ttft.append(float(body["timings"]["ttft_ms"]))
-        prompt, cached = body["cache"]["prompt_tokens"], body["cache"]["cached_tokens"]
-        hits += is_warm_hit(cached, counter.full_block_tokens(body))
-        computed.append(prompt - cached)
-    return Run(name, ttft, hits, computed)
+def asked(svc: Service, name: str, questions: Sequence[str], counter: PrefixTokens) -> Run:
+    return Run.of(name, ask_all(svc, questions), counter)
 
 
 def reset_all(urls: Sequence[str]) -> None:
@@ -164,10 +168,10 @@ def reset_all(urls: Sequence[str]) -> None:
         reset_prefix_cache(url)
 
 
-def warm_placement(svc: Service) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for entry in svc.get("/admin/warmup")["entries"]:
-        counts[entry["replica"]] = counts.get(entry["replica"], 0) + 1
+def warm_placement(svc: Service) -> dict[str | None, int]:
+    counts: dict[str | None, int] = {}
+    for entry in svc.registry().entries:
+        counts[entry.replica] = counts.get(entry.replica, 0) + 1
     return counts
 
 
@@ -200,38 +204,37 @@ def main() -> None:
             data = folder / f"route-{policy}"
             with service(joined, data, warmup_enabled=False, router_policy=policy) as svc:
                 svc.ingest(docs)
-                runs.append(ask_all(svc, f"{policy}, no warmup", stream, counter))
+                runs.append(asked(svc, f"{policy}, no warmup", stream, counter))
 
         # 2. Warmup on two replicas: seed the hot questions, then a change and a restart.
         reset_all(urls)
         data = folder / "warm"
-        warm = {"warmup_budget_share": WARM_SHARE}
+        warm = Overrides(warmup_budget_share=WARM_SHARE)
         with service(joined, data, **warm) as svc:
             svc.ingest(docs)
-            svc.post("/admin/warmup/queries", {"queries": hot}, admin=True)
+            svc.seed(hot)
             print(f"seeded {len(hot)} questions; entries per replica: {warm_placement(svc)}")
-            runs.append(ask_all(svc, "affinity + warmup, steady", stream, counter))
+            runs.append(asked(svc, "affinity + warmup, steady", stream, counter))
             changed = workload.towns_by_traffic()[:5]
             svc.ingest([d for t in changed for d in t.documents(revision=1)])
-            svc.post("/admin/warmup", {}, admin=True)  # detection and its re-warms
-            asked = [workload.asked_question(t) for t in changed]
-            runs.append(ask_all(svc, "affinity + warmup, after a change", asked, counter))
+            svc.warm_cycle()  # detection and its re-warms
+            questions = [workload.asked_question(t) for t in changed]
+            runs.append(asked(svc, "affinity + warmup, after a change", questions, counter))
         reset_all(urls)  # a deploy: every replica restarted, caches empty
         with service(joined, data, **warm) as svc:
-            runs.append(
-                ask_all(svc, "affinity + warmup, after a restart", workload.restart, counter)
-            )
+            runs.append(asked(svc, "affinity + warmup, after a restart", workload.restart, counter))
         reset_all(urls)
         base = folder / "cold"
         with service(joined, base, warmup_enabled=False) as svc:
             svc.ingest(docs)
             reset_all(urls)
             runs.append(
-                ask_all(svc, "affinity, no warmup, after a restart", workload.restart, counter)
+                asked(svc, "affinity, no warmup, after a restart", workload.restart, counter)
             )
 
         # 3. Failover: stop one replica; its entries are warmed on the other.
-        with service(joined, data, replica_health_interval_s=1.0, **warm) as svc:
+        failover: Overrides = {**warm, "replica_health_interval_s": 1.0}
+        with service(joined, data, **failover) as svc:
             before = warm_placement(svc)
             stopped = time.perf_counter()
             servers[1].stop()
@@ -244,7 +247,7 @@ def main() -> None:
                 time.sleep(1.0)
             print(f"failover: entries per replica {before} -> {warm_placement(svc)}; "
                   f"moved in {moved_in if moved_in is None else round(moved_in)} s")  # fmt: skip
-            runs.append(ask_all(svc, "affinity + warmup, one replica stopped", hot, counter))
+            runs.append(asked(svc, "affinity + warmup, one replica stopped", hot, counter))
         floor = statistics.median(floor_ttft(urls[0], q) for q in hot[:10])
 
     print()

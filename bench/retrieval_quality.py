@@ -15,7 +15,7 @@ import hashlib
 import os
 import re
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -29,6 +29,7 @@ from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.schema import MetadataMode
 from pydantic import PrivateAttr
 
+from bench.real_records import QualitySummary
 from rag.knowledge.embedding import Embedder
 
 RANK_DEPTH = 10
@@ -62,9 +63,15 @@ class Quality:
     results: tuple[QuestionResult, ...]
     seconds: float = 0.0  # ingest (index build) time, when the evaluator measured one
 
-    def summary(self) -> dict[str, float | int]:
-        fields = ("recall_at_1", "recall_at_3", "recall_at_10", "mrr", "gold_text_in_prompt")
-        return {"n": self.n, **{f: round(getattr(self, f), 3) for f in fields}}
+    def summary(self) -> QualitySummary:
+        return QualitySummary(
+            n=self.n,
+            recall_at_1=round(self.recall_at_1, 3),
+            recall_at_3=round(self.recall_at_3, 3),
+            recall_at_10=round(self.recall_at_10, 3),
+            mrr=round(self.mrr, 3),
+            gold_text_in_prompt=round(self.gold_text_in_prompt, 3),
+        )
 
     def fixed_and_broken(self, baseline: Quality, k: int = 3) -> tuple[list[str], list[str]]:
         """Questions found in the top ``k`` here but not by ``baseline``, and the reverse."""
@@ -205,7 +212,7 @@ class WarmragEmbedding(BaseEmbedding):
 
 
 def build_llamaindex_defaults(
-    documents: Sequence[dict[str, Any]],
+    documents: Sequence[Mapping[str, object]],
     embed_model: Any,
     chunk_size: int = 512,
     chunk_overlap: int = 50,
@@ -214,8 +221,7 @@ def build_llamaindex_defaults(
     ``SentenceSplitter`` (tiktoken, metadata embedded with the text: llama-index's
     defaults)."""
     docs = [
-        Document(id_=str(d["id"]), text=str(d["text"]), metadata=dict(d.get("metadata") or {}))
-        for d in documents
+        Document(id_=str(d["id"]), text=str(d["text"]), metadata=_metadata(d)) for d in documents
     ]
     splitter = SentenceSplitter(
         chunk_size=chunk_size, chunk_overlap=chunk_overlap, tokenizer=_default_tokenizer()
@@ -223,6 +229,11 @@ def build_llamaindex_defaults(
     return VectorStoreIndex.from_documents(
         docs, embed_model=embed_model, transformations=[splitter]
     )
+
+
+def _metadata(document: Mapping[str, object]) -> dict[str, object]:
+    metadata = document.get("metadata")
+    return dict(metadata) if isinstance(metadata, Mapping) else {}
 
 
 def evaluate_llamaindex_index(
@@ -241,7 +252,7 @@ def evaluate_llamaindex_index(
 
 
 def evaluate_llamaindex_defaults(
-    documents: Sequence[dict[str, Any]],
+    documents: Sequence[Mapping[str, object]],
     questions: Sequence[GoldQuestion],
     embed_model: Any,
     prompt_k: int | None = None,

@@ -28,10 +28,9 @@ import statistics
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -42,13 +41,21 @@ from llama_index.vector_stores.qdrant import QdrantVectorStore
 from qdrant_client import QdrantClient
 
 from bench import detection_scaling, kg_multihop, kg_subgraph
-from bench.harness import bench_dir
+from bench.ingest_rate import measure_kb_ingest
 from bench.measure import percentile
+from bench.paths import bench_dir
+from bench.scale_records import (
+    DetectionRow,
+    RetrievalRow,
+    ScaleIngest,
+    ScaleResult,
+    SubgraphRow,
+)
 from bench.workload import towns
 from rag.knowledge.base import KnowledgeBase
 from rag.knowledge.embedding import Embedder, shared_embedder
 from rag.knowledge.ingest import CHUNK_INDEX_KEY, DOC_HASH_KEY
-from rag.knowledge.models import DocumentIn
+from rag.knowledge.models import ChangeSet, DocumentIn
 from rag.knowledge.state import KBState
 
 #: Per-dimension noise on the copies' embeddings: cosine to the original ~0.96.
@@ -70,7 +77,7 @@ class Chunk:
     doc_hash: str
     index: int
     text: str
-    metadata: dict[str, Any]
+    metadata: dict[str, object]
 
 
 @dataclass(frozen=True)
@@ -111,7 +118,7 @@ def plan(quick: bool) -> Plan:
     )
 
 
-def run_scale(quick: bool, work: Path, log: Callable[[str], None] = print) -> dict[str, Any]:
+def run_scale(quick: bool, work: Path, log: Callable[[str], None] = print) -> ScaleResult:
     """Run the scale section; ``work`` is the caller's folder for all temporary state."""
     p = plan(quick)
     work.mkdir(parents=True, exist_ok=True)
@@ -125,86 +132,73 @@ def run_scale(quick: bool, work: Path, log: Callable[[str], None] = print) -> di
             "ignore", message="Local mode is not recommended", category=UserWarning
         )
         embedder = shared_embedder()
-        ingest, chunks, vectors = measure_ingest(p.towns, work / "ingest", embedder)
+        ingest, chunks, vectors = ingest_towns(p.towns, work / "ingest", embedder)
         step(
-            f"ingest: {ingest['chunks']} chunks, {ingest['ingest_chunks_per_s']:.0f}/s"
-            f" vs raw {ingest['raw_chunks_per_s']:.0f}/s"
+            f"ingest: {ingest.chunks} chunks, {ingest.ingest_chunks_per_s:.0f}/s"
+            f" vs raw {ingest.raw_chunks_per_s:.0f}/s"
         )
         retrieval = measure_retrieval(p, work / "retrieval", embedder, chunks, vectors, step)
         subgraph = []
         for size in p.triple_sizes:
             r = kg_subgraph.bench(size, p.questions, None)  # None: the selector's min_score
             subgraph.append(
-                {
-                    "triples": int(r["triples"]),
-                    "p50_ms": round(r["p50_ms"], 3),
-                    "p99_ms": round(r["p99_ms"], 3),
-                    "questions": p.questions,
-                }
+                SubgraphRow(
+                    triples=r.triples,
+                    p50_ms=round(r.p50_ms, 3),
+                    p99_ms=round(r.p99_ms, 3),
+                    questions=p.questions,
+                )
             )
-            step(f"subgraph: {size} triples, p50 {r['p50_ms']:.2f} ms")
+            step(f"subgraph: {size} triples, p50 {r.p50_ms:.2f} ms")
         graph_quality = kg_multihop.run(p.multihop_worlds)
         step("graph quality: two-step questions, " + ", ".join(
-            f"{r['mode']} ({r['questions_set']}) {r['answer_share']:.0%}" for r in graph_quality
+            f"{r.mode} ({r.questions_set}) {r.answer_share:.0%}" for r in graph_quality
         ))  # fmt: skip
         detection = []
         rng = np.random.default_rng(3)  # as detection_scaling.main: one generator for all sizes
         for n in p.entry_sizes:
             cold, warm = measure_detection(n, p.detection_rounds, rng)
-            detection.append({"entries": n, "cold_p50_ms": cold, "warm_p50_ms": warm})
+            detection.append(DetectionRow(entries=n, cold_p50_ms=cold, warm_p50_ms=warm))
             step(f"detection: {n} entries, cold {cold:.1f} ms, warm {warm:.2f} ms")
-    return {
-        "ingest": ingest,
-        "retrieval": retrieval,
-        "subgraph": subgraph,
-        "graph_quality": graph_quality,
-        "detection": detection,
-    }
+    return ScaleResult(
+        ingest=ingest,
+        retrieval=retrieval,
+        subgraph=subgraph,
+        graph_quality=graph_quality,
+        detection=detection,
+    )
 
 
-def measure_ingest(
+def ingest_towns(
     town_count: int, folder: Path, embedder: Embedder
-) -> tuple[dict[str, Any], list[Chunk], np.ndarray]:
+) -> tuple[ScaleIngest, list[Chunk], np.ndarray]:
     """Chunks/s through ``KnowledgeBase.upsert`` (split, embed, Qdrant, docstore) and of the
-    embedding model alone on the same chunk texts; also returns the chunks and the embeddings
-    the KB stored for them (title included, as the product embeds them)."""
+    embedding model alone on the same chunk texts (``bench.ingest_rate.measure_kb_ingest``);
+    also returns the chunks and the embeddings the KB stored for them (title included, as
+    the product embeds them)."""
     docs = [DocumentIn.model_validate(d) for t in towns(town_count) for d in t.documents()]
-    embedder.embed_texts(["warm the model up"])
-    client = QdrantClient(path=str(folder / "qdrant"))
     chunks: list[Chunk] = []
     parts: list[np.ndarray] = []
-    ingest_s = raw_s = 0.0
-    try:
-        kb = KnowledgeBase(folder, client, embedder)
-        # Alternate the two in batches, so a slower minute of a shared machine weighs
-        # on both sides alike.
-        for i in range(0, len(docs), INGEST_BATCH):
-            batch = docs[i : i + INGEST_BATCH]
-            t0 = time.perf_counter()
-            change = kb.upsert(batch)
-            ingest_s += time.perf_counter() - t0
-            stored = {c.chunk_id: c.embedding for c in change.added_chunks}
-            new = [(d, n, chunk) for d in batch for n, chunk in enumerate(kb.chunks(d.id))]
-            t0 = time.perf_counter()
-            embedder.embed_texts([chunk.text for _, _, chunk in new])
-            raw_s += time.perf_counter() - t0
-            parts.append(np.array([stored[chunk.chunk_id] for _, _, chunk in new], np.float32))
-            chunks.extend(
-                Chunk(d.id, kb.document_hash(d.id) or "", n, chunk.text, dict(d.metadata))
-                for d, n, chunk in new
-            )
-    finally:
-        client.close()
-    vectors = np.concatenate(parts)
-    ingest, raw = len(chunks) / ingest_s, len(chunks) / raw_s
-    result = {
-        "chunks": len(chunks),
-        "documents": len(docs),
-        "ingest_chunks_per_s": round(ingest, 1),
-        "raw_chunks_per_s": round(raw, 1),
-        "ratio": round(ingest / raw, 3),
-    }
-    return result, chunks, vectors
+
+    def keep(batch: Sequence[DocumentIn], change: ChangeSet, kb: KnowledgeBase) -> None:
+        stored = {c.chunk_id: c.embedding for c in change.added_chunks}
+        new = [(d, n, chunk) for d in batch for n, chunk in enumerate(kb.chunks(d.id))]
+        parts.append(np.array([stored[chunk.chunk_id] for _, _, chunk in new], np.float32))
+        chunks.extend(
+            Chunk(d.id, kb.document_hash(d.id) or "", n, chunk.text, dict(d.metadata))
+            for d, n, chunk in new
+        )
+
+    runs = measure_kb_ingest(docs, folder, embedder, INGEST_BATCH, keep)
+    ingest, raw = runs.chunk_only.chunks_per_s, runs.raw.chunks_per_s
+    result = ScaleIngest(
+        chunks=len(chunks),
+        documents=len(docs),
+        ingest_chunks_per_s=round(ingest, 1),
+        raw_chunks_per_s=round(raw, 1),
+        ratio=round(ingest / raw, 3),
+    )
+    return result, chunks, np.concatenate(parts)
 
 
 def measure_retrieval(
@@ -214,7 +208,7 @@ def measure_retrieval(
     chunks: list[Chunk],
     vectors: np.ndarray,
     step: Callable[[str], None],
-) -> list[dict[str, Any]]:
+) -> list[RetrievalRow]:
     """``kb.retrieve`` latency as one collection grows through ``p.chunk_sizes``."""
     questions = [(t.name.lower(), q) for t in towns(p.towns) for q in t.questions()]
     questions = random.Random(5).sample(questions, min(p.queries, len(questions)))
@@ -246,13 +240,13 @@ def measure_retrieval(
                 assert len(passages) == 3 and all(x.text for x in passages), passages
                 hits += passages[0].doc_id.startswith(f"{town}-")
             results.append(
-                {
-                    "chunks": kb.count_chunks(),
-                    "p50_ms": round(statistics.median(latencies), 3),
-                    "p95_ms": round(percentile(latencies, 95), 3),
-                    "queries": len(latencies),
-                    "top1_own_town_share": round(hits / len(latencies), 3),
-                }
+                RetrievalRow(
+                    chunks=kb.count_chunks(),
+                    p50_ms=round(statistics.median(latencies), 3),
+                    p95_ms=round(percentile(latencies, 95), 3),
+                    queries=len(latencies),
+                    top1_own_town_share=round(hits / len(latencies), 3),
+                )
             )
             step(
                 f"retrieval: {size} chunks (+{insert_s:.1f} s to insert),"
@@ -333,7 +327,7 @@ def main() -> None:
     args = parser.parse_args()
     with bench_dir() as folder:
         result = run_scale(args.quick, folder, log=lambda line: print(line, file=sys.stderr))
-    print(json.dumps(result, indent=2))
+    print(json.dumps(result.to_json(), indent=2))
 
 
 if __name__ == "__main__":

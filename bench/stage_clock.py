@@ -1,9 +1,11 @@
 """Timers for the ingest benchmark: per-stage seconds from wrapped methods, and a stopwatch.
 
-A stage is the time spent inside one method (``(name, class, method)``). ``StageClock``
-wraps those methods for the length of a ``with`` block and puts the originals back after,
-so production code carries no timing hooks. Wall and CPU seconds are both kept: on a
-shared machine wall time includes waiting for a core, CPU time does not.
+A stage is the time spent inside one method (``Stage(name, class, method)``), or inside
+the callables ``StageClock.timed`` wraps for it (a function the product is handed, such
+as the knowledge graph's embedding function). ``StageClock`` wraps the methods for the
+length of a ``with`` block and puts the originals back after, so production code carries
+no timing hooks. Wall and CPU seconds are both kept: on a shared machine wall time
+includes waiting for a core, CPU time does not.
 """
 
 from __future__ import annotations
@@ -13,25 +15,38 @@ import functools
 import inspect
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ParamSpec, TypeVar
 
-Stage = tuple[str, Any, str]
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class Stage:
+    """``owner.attr``'s time (a public method; patched while the clock runs), or, with no
+    owner, the time inside the callables ``StageClock.timed`` wraps for ``name``."""
+
+    name: str
+    owner: type | None = None
+    attr: str = ""
 
 
 class StageClock:
-    """Seconds spent in each stage's method while ``running`` (stages must not nest)."""
+    """Seconds spent in each stage while ``running`` (stages must not nest)."""
 
     def __init__(self, stages: Sequence[Stage]) -> None:
-        self._stages = list(stages)
-        self.wall: dict[str, float] = {name: 0.0 for name, _, _ in stages}
-        self.cpu: dict[str, float] = {name: 0.0 for name, _, _ in stages}
+        self._methods = [s for s in stages if s.owner is not None]
+        self.wall: dict[str, float] = {s.name: 0.0 for s in stages}
+        self.cpu: dict[str, float] = {s.name: 0.0 for s in stages}
 
     @contextlib.contextmanager
     def running(self) -> Iterator[None]:
-        saved = [(owner, attr, owner.__dict__.get(attr)) for _, owner, attr in self._stages]
+        saved = [(s.owner, s.attr, s.owner.__dict__.get(s.attr)) for s in self._methods if s.owner]
         try:
-            for name, owner, attr in self._stages:
-                setattr(owner, attr, self._timed(name, inspect.getattr_static(owner, attr)))
+            for s in self._methods:
+                original = inspect.getattr_static(s.owner, s.attr)
+                setattr(s.owner, s.attr, self._wrapped(s.name, original))
             yield
         finally:
             for owner, attr, original in saved:
@@ -40,7 +55,16 @@ class StageClock:
                 else:
                     setattr(owner, attr, original)
 
-    def _timed(self, name: str, original: Any) -> Any:
+    def timed(self, name: str, fn: Callable[P, R]) -> Callable[P, R]:
+        """``fn``, its calls counted in stage ``name`` (whether the clock runs or not)."""
+
+        @functools.wraps(fn)
+        def timed(*args: P.args, **kwargs: P.kwargs) -> R:
+            return self._call(name, fn, *args, **kwargs)
+
+        return timed
+
+    def _wrapped(self, name: str, original: Any) -> Any:
         if isinstance(original, classmethod):
             inner = original.__func__
 
@@ -49,14 +73,9 @@ class StageClock:
                 return self._call(name, inner, cls, *args, **kwargs)
 
             return classmethod(timed_cls)
+        return self.timed(name, original)
 
-        @functools.wraps(original)
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            return self._call(name, original, *args, **kwargs)
-
-        return timed
-
-    def _call(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    def _call(self, name: str, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         wall, cpu = time.perf_counter(), time.process_time()
         try:
             return fn(*args, **kwargs)
@@ -73,7 +92,7 @@ class StageClock:
 
 
 class Stopwatch:
-    """Wall and CPU seconds of a ``with`` block."""
+    """Wall and CPU seconds of ``with`` blocks, summed over each time it is entered."""
 
     seconds = 0.0
     cpu_seconds = 0.0
@@ -83,5 +102,5 @@ class Stopwatch:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.seconds = time.perf_counter() - self._wall
-        self.cpu_seconds = time.process_time() - self._cpu
+        self.seconds += time.perf_counter() - self._wall
+        self.cpu_seconds += time.process_time() - self._cpu

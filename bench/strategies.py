@@ -8,14 +8,36 @@ with the knowledge base's predictions (one question per new document) turned on.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+
+from typing_extensions import TypedDict  # pydantic reads it (a variant's overrides) on 3.11
+
+from rag.knowledge.models import ChunkingStrategy
+
+
+class Overrides(TypedDict, total=False):
+    """The service settings (``api.config.Settings``, by their keyword names) a benchmark
+    sets on top of the harness's own (``bench.harness.service``)."""
+
+    warmup_enabled: bool
+    warmup_strategy: str
+    warmup_document_queries: bool
+    warmup_budget_share: float
+    passage_window_tokens: int
+    prefix_block_align: bool
+    max_tokens: int
+    chunking: ChunkingStrategy
+    kg_extraction: bool
+    seed_sample_kb: bool
+    served_model_name: str
+    router_policy: str
+    replica_health_interval_s: float
 
 
 @dataclass(frozen=True)
 class Strategy:
     number: int
     name: str
-    settings: dict[str, Any] = field(default_factory=dict)
+    settings: Overrides = field(default_factory=Overrides)
     prefix_caching: bool = True
     # The change scenario runs where it tells something new: 2 follows the knowledge
     # base no more than 1 does, 5 re-warms exactly as 4 does, 0 caches nothing.
@@ -32,25 +54,32 @@ class Strategy:
     @property
     def warms(self) -> bool:
         """Whether the service runs a warmup layer (admin warmup endpoints answer)."""
-        return bool(self.settings.get("warmup_enabled", True))
+        return self.settings.get("warmup_enabled", True)
+
+    @property
+    def predicts(self) -> bool:
+        """Whether it predicts questions from new documents (it ingests them itself)."""
+        return self.settings.get("warmup_document_queries", False)
 
 
-_OFF = {"warmup_enabled": False}
+_OFF = Overrides(warmup_enabled=False)
 
 STRATEGIES: tuple[Strategy, ...] = (
     Strategy(0, "prefix caching off", _OFF, prefix_caching=False, runs_change=False),
     Strategy(1, "caching, no warmup", _OFF),
-    Strategy(2, "batch synthetic requests", {"warmup_strategy": "synthetic"}, runs_change=False),
-    Strategy(3, "hot queries, KB-blind", {"warmup_strategy": "hot_queries"}),
+    Strategy(
+        2, "batch synthetic requests", Overrides(warmup_strategy="synthetic"), runs_change=False
+    ),
+    Strategy(3, "hot queries, KB-blind", Overrides(warmup_strategy="hot_queries")),
     Strategy(
         4,
         "knowledge-aware (warmrag)",
-        {"warmup_strategy": "knowledge_aware", "warmup_document_queries": True},
+        Overrides(warmup_strategy="knowledge_aware", warmup_document_queries=True),
     ),
     Strategy(
         5,
         "hybrid",
-        {"warmup_strategy": "hybrid", "warmup_document_queries": True},
+        Overrides(warmup_strategy="hybrid", warmup_document_queries=True),
         runs_change=False,
     ),
 )

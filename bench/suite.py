@@ -26,19 +26,22 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from bench.embedded_index import run_embedded_index
-from bench.harness import REPO, bench_dir, vllm
+from bench.harness import vllm
 from bench.machine import this_machine
+from bench.paths import REPO, bench_dir
+from bench.real_records import RealResult
 from bench.real_section import run_ingest_rate, run_real
 from bench.report import write_report
 from bench.scale import run_scale
-from bench.scenarios import ScenarioConfig, build_template, measure_floor, run_strategy
-from bench.strategies import OURS, PLAIN, STRATEGIES, Strategy
+from bench.scenario_records import PressureResult, ScenarioConfig, Skipped, StrategyResult
+from bench.scenarios import build_template, measure_floor, run_strategy
+from bench.strategies import OURS, PLAIN, STRATEGIES, Overrides, Strategy
+from bench.suite_records import RunMeta, SectionFailure, SuiteResults
 from bench.workload import Workload, WorkloadSpec
 
 PRESSURE_KV_GIB = 1
@@ -94,11 +97,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 @contextmanager
-def vllm_for(url: str | None, eager: bool, **kwargs: Any) -> Iterator[str]:
+def vllm_for(
+    url: str | None, eager: bool, kv_cache_gib: int, prefix_caching: bool = True
+) -> Iterator[str]:
+    """``url`` where one was given, else a vLLM child started for the section."""
     if url:
         yield url
     else:
-        with vllm(enforce_eager=eager, log=log, **kwargs) as started:
+        with vllm(
+            enforce_eager=eager, log=log, kv_cache_gib=kv_cache_gib, prefix_caching=prefix_caching
+        ) as started:
             yield started
 
 
@@ -107,7 +115,7 @@ class SectionRun:
     """What every section reads and where it writes its results (its own key of ``results``)."""
 
     args: argparse.Namespace
-    results: dict[str, Any]
+    results: SuiteResults
     workload: Workload
     config: ScenarioConfig
     work: Path
@@ -123,16 +131,6 @@ class SectionRun:
 
 
 @dataclass(frozen=True)
-class SectionFailure:
-    """A section that raised. The run goes on with the next section (they do not depend on
-    each other's results), and the command ends non-zero naming every failed one."""
-
-    section: str
-    error: str  # the exception's own line, e.g. "AssertionError: []"
-    traceback: str
-
-
-@dataclass(frozen=True)
 class SectionsOutcome:
     """How the sections went: the ones that failed, and the one a Ctrl-C stopped (if any)."""
 
@@ -142,13 +140,13 @@ class SectionsOutcome:
 
 def scale_section(run: SectionRun) -> None:
     log("scale: ingest, retrieval, subgraph, detection")
-    run.results["scale"] = run_scale(run.args.quick, run.work / "scale", log=log)
+    run.results.scale = run_scale(run.args.quick, run.work / "scale", log=log)
 
 
 def index_section(run: SectionRun) -> None:
     sizes = QUICK_INDEX_SIZES if run.args.quick else INDEX_SIZES
     log(f"index: embedded vector stores at {', '.join(map(str, sizes))} chunks")
-    run.results["embedded_index"] = run_embedded_index(list(sizes), run.work / "index", log)
+    run.results.embedded_index = run_embedded_index(list(sizes), run.work / "index", log)
 
 
 def main_section(run: SectionRun) -> None:
@@ -156,11 +154,11 @@ def main_section(run: SectionRun) -> None:
     args, results = run.args, run.results
     with vllm_for(args.vllm_url, run.eager, kv_cache_gib=args.kv_cache_gib) as url:
         log("floor: questions with no context")
-        results["floor"] = measure_floor(url, run.workload, run.config)
-        results["corpus_ingest"] = build_template(url, run.template, run.workload, log)
+        results.floor = measure_floor(url, run.workload, run.config)
+        results.corpus_ingest = build_template(url, run.template, run.workload, log)
         for strategy in (s for s in STRATEGIES if s.prefix_caching):
             log(f"strategy {strategy.label}")
-            results["strategies"][strategy.slug] = run_strategy(
+            results.strategies[strategy.slug] = run_strategy(
                 strategy, url, run.work, run.workload, run.config, log, template=run.template
             )
 
@@ -176,7 +174,7 @@ def no_cache_section(run: SectionRun) -> None:
     ) as url:
         for strategy in (s for s in STRATEGIES if not s.prefix_caching):
             log(f"strategy {strategy.label}")
-            run.results["strategies"][strategy.slug] = run_strategy(
+            run.results.strategies[strategy.slug] = run_strategy(
                 strategy,
                 url,
                 run.work,
@@ -189,13 +187,13 @@ def no_cache_section(run: SectionRun) -> None:
 
 
 def pressure_section(run: SectionRun) -> None:
-    run.results["pressure"] = run_pressure(run.args, run.eager, run.workload, run.config, run.work)
+    run.results.pressure = run_pressure(run.args, run.eager, run.workload, run.config, run.work)
 
 
 def real_section(run: SectionRun) -> None:
     """Git's documentation: the ingest rate first, with both cores free of vLLM."""
-    real: dict[str, Any] = {"ingest_rate": run_ingest_rate(run.args.quick, run.work, log)}
-    run.results["real"] = real
+    real = RealResult(ingest_rate=run_ingest_rate(run.args.quick, run.work, log))
+    run.results.real = real
     with vllm_for(run.args.vllm_url, run.eager, kv_cache_gib=REAL_KV_GIB) as url:
         run_real(url, run.work, run.args.quick, log, real)
 
@@ -218,7 +216,7 @@ def run_sections(run: SectionRun) -> SectionsOutcome:
     run must not lose the sections around it. Ctrl-C stops the run where it is."""
     selected = set(run.args.only.split(","))
     if "pressure" not in selected:
-        run.results["pressure"] = {"skipped": f"not among the sections run ({run.args.only})"}
+        run.results.pressure = Skipped(skipped=f"not among the sections run ({run.args.only})")
     failed: list[SectionFailure] = []
     for name in (s for s in SECTIONS if s in selected):
         try:
@@ -227,7 +225,9 @@ def run_sections(run: SectionRun) -> SectionsOutcome:
             return SectionsOutcome(failed, interrupted_in=name)
         except Exception as exc:
             error = "".join(traceback.format_exception_only(exc)).strip()
-            failed.append(SectionFailure(name, error, traceback.format_exc()))
+            failed.append(
+                SectionFailure(section=name, error=error, traceback=traceback.format_exc())
+            )
             log(f"{name}: failed: {error}; going on with the next section")
             traceback.print_exc()
     return SectionsOutcome(failed)
@@ -262,47 +262,45 @@ def run(args: argparse.Namespace) -> RunOutcome:
     machine = this_machine(eager)
     started = time.perf_counter()
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-    results: dict[str, Any] = {
-        "meta": {
-            "started": stamp,
-            "quick": args.quick,
-            "command": "make bench" + (" BENCH_ARGS=--quick" if args.quick else ""),
-            "argv": shlex.join(sys.argv[1:]),
-            "machine": machine.summary,
-            "machine_facts": machine.model_dump(),
-            "corpus": f"{len(workload.towns) * 3} documents, {len(workload.questions)} distinct "
-            f"questions, {spec.steady_requests} steady + {spec.restart_requests} "
-            f"after-restart requests, Zipf s={spec.zipf_s}",
-            "commit": source_commit(),
-            "workload": asdict(spec),
-            "scenarios": asdict(config),
-        },
-        "strategies": {},
-    }
-    log(f"workload: {results['meta']['corpus']}")
+    meta = RunMeta(
+        started=stamp,
+        quick=args.quick,
+        command="make bench" + (" BENCH_ARGS=--quick" if args.quick else ""),
+        argv=shlex.join(sys.argv[1:]),
+        machine=machine.summary,
+        machine_facts=machine,
+        corpus=f"{len(workload.towns) * 3} documents, {len(workload.questions)} distinct "
+        f"questions, {spec.steady_requests} steady + {spec.restart_requests} "
+        f"after-restart requests, Zipf s={spec.zipf_s}",
+        commit=source_commit(),
+        workload=spec,
+        scenarios=config,
+    )
+    results = SuiteResults(meta=meta, strategies={})
+    log(f"workload: {meta.corpus}")
     outcome = SectionsOutcome(interrupted_in="setup")
     try:
         with bench_dir() as work:
             outcome = run_sections(SectionRun(args, results, workload, config, work))
     except KeyboardInterrupt:  # in the work folder's set-up or clean-up, between sections
         outcome = replace(outcome, interrupted_in=outcome.interrupted_in or "clean-up")
-    record_outcome(results["meta"], outcome)
-    results["strategies"] = dict(sorted(results["strategies"].items()))
-    results["meta"]["duration_s"] = round(time.perf_counter() - started, 1)
+    record_outcome(meta, outcome)
+    results.strategies = dict(sorted(results.strategies.items()))
+    meta.duration_s = round(time.perf_counter() - started, 1)
     out = args.out / stamp
     for path in write_report(results, out):
         log(f"wrote {path.relative_to(REPO) if path.is_relative_to(REPO) else path}")
     return RunOutcome(out, outcome.failed, outcome.interrupted_in)
 
 
-def record_outcome(meta: dict[str, Any], outcome: SectionsOutcome) -> None:
+def record_outcome(meta: RunMeta, outcome: SectionsOutcome) -> None:
     """Put the failed sections and an interruption in the results, for the report to show."""
     if outcome.interrupted_in:
-        meta["interrupted"] = True
-        meta["interrupted_in"] = outcome.interrupted_in
+        meta.interrupted = True
+        meta.interrupted_in = outcome.interrupted_in
         log(f"interrupted in {outcome.interrupted_in}: writing the report of what was measured")
     if outcome.failed:
-        meta["failed_sections"] = [asdict(f) for f in outcome.failed]
+        meta.failed_sections = list(outcome.failed)
         log(f"failed: {', '.join(f.section for f in outcome.failed)}; writing the report")
 
 
@@ -312,45 +310,42 @@ def run_pressure(
     workload: Workload,
     config: ScenarioConfig,
     work: Path,
-) -> dict[str, Any]:
+) -> PressureResult | Skipped:
     if args.vllm_url and not args.vllm_url_small:
-        return {"skipped": "no --vllm-url-small"}
+        return Skipped(skipped="no --vllm-url-small")
     # A flatter stream over more towns than the main runs, all of them asked about, so
     # the contexts asked exceed the cache; only those towns are ingested.
     towns = 45 if args.quick else 300
     small = Workload(
         replace(workload.spec, towns=towns, question_towns=towns, zipf_s=PRESSURE_ZIPF_S)
     )
-    ours = Strategy(
-        OURS.number,
-        OURS.name,
-        {**OURS.settings, "warmup_budget_share": PRESSURE_BUDGET_SHARE},
-    )
-    result: dict[str, Any] = {
-        "kv_cache_gib": PRESSURE_KV_GIB,
-        "budget_share": PRESSURE_BUDGET_SHARE,
-        "strategies": {},
-    }
+    settings: Overrides = {**OURS.settings, "warmup_budget_share": PRESSURE_BUDGET_SHARE}
+    ours = Strategy(OURS.number, OURS.name, settings)
+    strategies: dict[str, StrategyResult] = {}
     with vllm_for(args.vllm_url_small, eager, kv_cache_gib=PRESSURE_KV_GIB) as url:
         for strategy in (PLAIN, ours):
             log(f"pressure: strategy {strategy.label}")
-            result["strategies"][strategy.slug] = run_strategy(
+            strategies[strategy.slug] = run_strategy(
                 strategy, url, work / "pressure", small, config, log, restart=False, change=False
             )
-    steady = result["strategies"][ours.slug]["steady"]["after_stream"]
-    result["description"] = (
-        f"vLLM with a {PRESSURE_KV_GIB} GiB KV cache ({steady['kv_capacity_tokens']} tokens) "
-        f"serving {len(small.questions)} questions about {len(small.towns)} towns (Zipf "
-        f"s={PRESSURE_ZIPF_S}, {len(small.steady)} requests); strategy 4 "
-        f"with a warm budget of {PRESSURE_BUDGET_SHARE:.0%} set explicitly (the seed's tiers "
-        "give none below 4 GiB). Plain LRU (strategy 1) against the planner plus LRU."
+    steady = strategies[ours.slug].steady.after_stream
+    return PressureResult(
+        kv_cache_gib=PRESSURE_KV_GIB,
+        budget_share=PRESSURE_BUDGET_SHARE,
+        strategies=strategies,
+        description=(
+            f"vLLM with a {PRESSURE_KV_GIB} GiB KV cache ({steady.kv_capacity_tokens} tokens) "
+            f"serving {len(small.questions)} questions about {len(small.towns)} towns (Zipf "
+            f"s={PRESSURE_ZIPF_S}, {len(small.steady)} requests); strategy 4 "
+            f"with a warm budget of {PRESSURE_BUDGET_SHARE:.0%} set explicitly (the seed's tiers "
+            "give none below 4 GiB). Plain LRU (strategy 1) against the planner plus LRU."
+        ),
     )
-    return result
 
 
 def exit_status(outcome: RunOutcome) -> int:
     """0 only for a run whose every section completed; the failures go to stderr, by
-    section, so ``make bench`` and ``warmrag bench`` fail loudly instead of reporting."""
+    section, so ``make bench`` fails loudly instead of reporting."""
     for failure in outcome.failed:
         print(
             f"python -m bench: section {failure.section} failed: {failure.error}", file=sys.stderr

@@ -12,7 +12,7 @@ import random
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import ClassVar, Generic, Protocol, Self, TypeVar
 
 from rag.chat.query import normalize_query
 
@@ -49,6 +49,41 @@ class AnyWorkload(Protocol):
     def documents(self, only_question_towns: bool = False) -> list[dict[str, object]]: ...
     def towns_by_traffic(self) -> Sequence[Topic]: ...
     def asked_question(self, town: Topic) -> str: ...
+
+
+TopicT = TypeVar("TopicT", bound=Topic)
+
+
+@dataclass
+class TopicStreams(Generic[TopicT]):
+    """What a workload derives from its topics and request streams (``Workload`` here,
+    ``bench.real_corpus.RealWorkload``); each sets the four fields from its spec."""
+
+    towns: list[TopicT] = field(init=False)  # the corpus's topics
+    question_towns: list[TopicT] = field(init=False)  # the ones users ask about
+    steady: list[str] = field(init=False)
+    restart: list[str] = field(init=False)
+
+    @property
+    def questions(self) -> list[str]:
+        return [q for t in self.question_towns for q in t.questions()]
+
+    def documents(self, only_question_towns: bool = False) -> list[dict[str, object]]:
+        chosen = self.question_towns if only_question_towns else self.towns
+        return [d for t in chosen for d in t.documents()]
+
+    def towns_by_traffic(self) -> list[TopicT]:
+        """Asked topics, most requested first (steady and restart streams together)."""
+        by_key = {normalize_query(q): t for t in self.question_towns for q in t.questions()}
+        counts: Counter[str] = Counter()
+        for question in self.steady + self.restart:
+            counts[by_key[normalize_query(question)].slug] += 1
+        return sorted(self.question_towns, key=lambda t: (-counts[t.slug], t.slug))
+
+    def asked_question(self, town: Topic) -> str:
+        """The topic's question asked most often in the streams (its first if none was)."""
+        asked = Counter(normalize_query(q) for q in self.steady + self.restart)
+        return max(town.questions(), key=lambda q: asked[normalize_query(q)])
 
 
 @dataclass(frozen=True)
@@ -183,9 +218,31 @@ def unrelated_document() -> dict[str, object]:
     return {"id": "sourdough-bread", "text": text, "metadata": {"topic": "baking"}}
 
 
+class Sized:
+    """The two sizes the suite runs a workload's spec at: ``full()``, its defaults, and
+    ``quick()``, with the smaller numbers of ``QUICK``."""
+
+    QUICK: ClassVar[dict[str, int]] = {}
+
+    @classmethod
+    def full(cls) -> Self:
+        return cls()
+
+    @classmethod
+    def quick(cls) -> Self:
+        return cls(**cls.QUICK)
+
+
 @dataclass(frozen=True)
-class WorkloadSpec:
-    """The knobs of a run; ``quick()`` and ``full()`` are the two the suite uses."""
+class WorkloadSpec(Sized):
+    """The knobs of a run over the towns."""
+
+    QUICK: ClassVar[dict[str, int]] = {
+        "towns": 60,
+        "question_towns": 30,
+        "steady_requests": 80,
+        "restart_requests": 30,
+    }
 
     towns: int = 700  # x3 documents of one chunk each: 2,100 chunks
     question_towns: int = 120  # x3 questions: 360 distinct questions
@@ -194,52 +251,17 @@ class WorkloadSpec:
     zipf_s: float = 1.1
     seed: int = 7
 
-    @classmethod
-    def full(cls) -> WorkloadSpec:
-        return cls()
-
-    @classmethod
-    def quick(cls) -> WorkloadSpec:
-        return cls(towns=60, question_towns=30, steady_requests=80, restart_requests=30)
-
 
 @dataclass
-class Workload:
+class Workload(TopicStreams[Town]):
     """Corpus, questions and request streams of one run, all derived from the spec."""
 
     spec: WorkloadSpec
-    towns: list[Town] = field(init=False)
-    steady: list[str] = field(init=False)
-    restart: list[str] = field(init=False)
 
     def __post_init__(self) -> None:
         spec = self.spec
         if not 0 < spec.question_towns <= spec.towns:
             raise ValueError("question_towns must be between 1 and towns")
         self.towns = towns(spec.towns, spec.seed)
+        self.question_towns = self.towns[: spec.question_towns]
         self.steady, self.restart = request_streams(self.questions, spec)
-
-    @property
-    def question_towns(self) -> list[Town]:
-        return self.towns[: self.spec.question_towns]
-
-    @property
-    def questions(self) -> list[str]:
-        return [q for t in self.question_towns for q in t.questions()]
-
-    def documents(self, only_question_towns: bool = False) -> list[dict[str, object]]:
-        chosen = self.question_towns if only_question_towns else self.towns
-        return [d for t in chosen for d in t.documents()]
-
-    def towns_by_traffic(self) -> list[Town]:
-        """Question towns, most requested first (steady and restart streams together)."""
-        by_key = {normalize_query(q): t for t in self.question_towns for q in t.questions()}
-        counts: Counter[str] = Counter()
-        for question in self.steady + self.restart:
-            counts[by_key[normalize_query(question)].name] += 1
-        return sorted(self.question_towns, key=lambda t: (-counts[t.name], t.name))
-
-    def asked_question(self, town: Topic) -> str:
-        """The town's question asked most often in the streams (its first if none was)."""
-        asked = Counter(normalize_query(q) for q in self.steady + self.restart)
-        return max(town.questions(), key=lambda q: asked[normalize_query(q)])

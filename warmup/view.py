@@ -31,6 +31,9 @@ class WarmEntryView(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     fingerprint: str
+    doc_ids: list[str]
+    queries: list[str]
+    replica: str | None = None
     ttl_s: float
     hits: int
     partial: bool = Field(

@@ -3,12 +3,11 @@ report, results and plots next to the given results.json, printing each path wri
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
-from bench.report import write_report
+from bench.report import read_results, write_report
 
 source = Path(sys.argv[1])
-for written in write_report(json.loads(source.read_text()), source.parent):
+for written in write_report(read_results(source), source.parent):
     print(written)

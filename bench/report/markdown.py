@@ -7,34 +7,44 @@ Apart from the targets and the plots: this is layout only, it judges and draws n
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
+from bench.measure import Summary
 from bench.report.real import real_markdown
-from bench.report.results import floor_p50
 from bench.report.tables import change_table, ms, pct
 from bench.report.tables import table as _table
 from bench.report.targets import Target
+from bench.scale_records import RetrievalRow, ScaleResult
+from bench.scenario_records import (
+    Cycle,
+    PressureResult,
+    Skipped,
+    StrategyResult,
+    WarmupState,
+)
+from bench.suite_records import RunMeta, SuiteResults
 
 
-def _cycle_text(cycle: dict[str, Any]) -> str:
-    done = f"{cycle['warm_requests']} prefills, {cycle['retired']} retired"
-    if cycle["affected"]:
-        done += f", {cycle['affected']} affected"
-    if cycle["extended"]:
-        done += f", {cycle['extended']} extended"
-    return f"{cycle['kind']} at {cycle['at_s']:.1f} s ({done})"
+def _cycle_text(cycle: Cycle) -> str:
+    done = f"{cycle.warm_requests} prefills, {cycle.retired} retired"
+    if cycle.affected:
+        done += f", {cycle.affected} affected"
+    if cycle.extended:
+        done += f", {cycle.extended} extended"
+    return f"{cycle.kind} at {cycle.at_s:.1f} s ({done})"
 
 
-def _cycles_markdown(strategies: dict[str, Any]) -> list[str]:
+def _cycles_markdown(strategies: dict[str, StrategyResult]) -> list[str]:
     """What the warmup layer did while each scenario ran (results from before this was
     recorded have no cycles and get no section)."""
     rows = []
     for s in strategies.values():
-        scenarios = [("steady stream", s.get("steady", {})), ("restart", s.get("restart", {}))]
-        scenarios += [(c["label"], c) for c in s.get("change", [])]
-        for name, part in scenarios:
-            if part.get("cycles"):
-                rows.append([s["strategy"], name, "; ".join(map(_cycle_text, part["cycles"]))])
+        scenarios: list[tuple[str, list[Cycle]]] = [("steady stream", s.steady.cycles)]
+        if s.restart is not None:
+            scenarios.append(("restart", s.restart.cycles))
+        scenarios += [(c.label, c.cycles) for c in s.change]
+        for name, cycles in scenarios:
+            if cycles:
+                rows.append([s.strategy, name, "; ".join(map(_cycle_text, cycles))])
     if not rows:
         return []
     return [
@@ -48,18 +58,17 @@ def _cycles_markdown(strategies: dict[str, Any]) -> list[str]:
     ]
 
 
-def render_markdown(results: dict[str, Any], targets: Sequence[Target]) -> str:
-    meta = results.get("meta", {})
-    strategies = results.get("strategies", {})
+def render_markdown(results: SuiteResults, targets: Sequence[Target]) -> str:
+    meta = results.meta
     lines = [
         "# warmrag benchmark report",
         "",
-        f"Run {meta.get('started', '?')} ({'quick' if meta.get('quick') else 'full'}"
+        f"Run {meta.started or '?'} ({'quick' if meta.quick else 'full'}"
         f"{_run_state(meta)}), "
-        f"{meta.get('duration_s', 0) / 60:.1f} min on {meta.get('machine', '?')}"
-        + (f", commit {meta['commit']}." if meta.get("commit") else "."),
-        f"Workload: {meta.get('corpus', '?')}. Command: `{meta.get('command', 'make bench')}`"
-        + (f" (arguments: `{meta['argv']}`)." if meta.get("argv") else "."),
+        f"{(meta.duration_s or 0) / 60:.1f} min on {meta.machine or '?'}"
+        + (f", commit {meta.commit}." if meta.commit else "."),
+        f"Workload: {meta.corpus or '?'}. Command: `{meta.command or 'make bench'}`"
+        + (f" (arguments: `{meta.argv}`)." if meta.argv else "."),
         "",
         *_failures_markdown(meta),
         "## Targets",
@@ -72,14 +81,14 @@ def render_markdown(results: dict[str, Any], targets: Sequence[Target]) -> str:
             for t in targets
         ],
     )
-    if not strategies:
+    if not results.strategies:
         lines += ["## Steady state, restart, change", "", "Skipped: not among the sections run", ""]
     else:
         lines += _main_markdown(results)
-    lines += _pressure_markdown(results.get("pressure", {}))
-    lines += _scale_markdown(results.get("scale", {}))
-    lines += real_markdown(results.get("real", {}))
-    if not strategies:
+    lines += _pressure_markdown(results.pressure)
+    lines += _scale_markdown(results.scale)
+    lines += real_markdown(results.real)
+    if not results.strategies:
         return "\n".join(lines)
     lines += [
         "## Plots",
@@ -94,46 +103,52 @@ def render_markdown(results: dict[str, Any], targets: Sequence[Target]) -> str:
     return "\n".join(lines)
 
 
-def _run_state(meta: dict[str, Any]) -> str:
+def _run_state(meta: RunMeta) -> str:
     """The run line's note on what is missing: failed sections, or a Ctrl-C."""
-    failed = [f["section"] for f in meta.get("failed_sections", [])]
+    failed = [f.section for f in meta.failed_sections]
     state = f", failed: {', '.join(failed)}" if failed else ""
-    if meta.get("interrupted"):
-        where = meta.get("interrupted_in")
+    if meta.interrupted:
+        where = meta.interrupted_in
         state += f", interrupted{f' in {where}' if where else ''}"
     return state + (": partial results" if state else "")
 
 
-def _failures_markdown(meta: dict[str, Any]) -> list[str]:
+def _failures_markdown(meta: RunMeta) -> list[str]:
     """Each failed section with its error (the traceback is in results.json); a run saved
     before sections were recorded one by one has a single ``error``."""
-    failed = meta.get("failed_sections", [])
-    if not failed and not meta.get("error"):
+    if not meta.failed_sections and not meta.error:
         return []
     lines = ["## Failed sections", ""]
-    lines += [f"- **{f['section']}**: `{f['error']}`" for f in failed]
-    if meta.get("error"):
-        lines.append(f"- `{meta['error']}`")
+    lines += [f"- **{f.section}**: `{f.error}`" for f in meta.failed_sections]
+    if meta.error:
+        lines.append(f"- `{meta.error}`")
     return [*lines, ""]
 
 
-def _main_markdown(results: dict[str, Any]) -> list[str]:
+def _latency_cells(summary: Summary) -> list[str]:
+    """TTFT p50, p95, p99 and the warm hit share."""
+    return [
+        ms(summary.ttft_p50_ms),
+        ms(summary.ttft_p95_ms),
+        ms(summary.ttft_p99_ms),
+        pct(summary.hit_share),
+    ]
+
+
+def _main_markdown(results: SuiteResults) -> list[str]:
     """The main section: steady state, floor, restart, change and the warmup cycles."""
-    strategies = results["strategies"]
+    strategies = results.strategies
     lines = ["## Steady state (whole stream, each strategy from a reset prefix cache)", ""]
     rows = []
     for s in strategies.values():
-        sm, fs, st = s["steady"]["summary"], s["steady"]["first_sight"], s["steady"]["after_stream"]
+        steady = s.steady
         rows.append(
             [
-                s["strategy"],
-                ms(sm["ttft_p50_ms"]),
-                ms(sm["ttft_p95_ms"]),
-                ms(sm["ttft_p99_ms"]),
-                pct(sm["hit_share"]),
-                f"{pct(fs['hit_share'])} of {fs['n']}",
-                st["warm_prefill_tokens"],
-                _kv_share(st),
+                s.strategy,
+                *_latency_cells(steady.summary),
+                f"{pct(steady.first_sight.hit_share)} of {steady.first_sight.n}",
+                steady.after_stream.warm_prefill_tokens,
+                _kv_share(steady.after_stream),
             ]
         )
     lines += _table(
@@ -149,11 +164,10 @@ def _main_markdown(results: dict[str, Any]) -> list[str]:
         ],
         rows,
     )
-    floor = results.get("floor", {})
-    if floor.get("ttft_ms"):
+    if results.floor and results.floor.ttft_ms:
         lines += [
             f"Floor (the same questions with no context, straight to vLLM): p50 "
-            f"{floor_p50(results):.0f} ms over {floor['n']} questions.",
+            f"{results.floor.p50:.0f} ms over {results.floor.n} questions.",
             "",
         ]
     lines += ["## Restart (first requests after `/ready`)", ""]
@@ -161,15 +175,13 @@ def _main_markdown(results: dict[str, Any]) -> list[str]:
         ["strategy", "ready after s", "TTFT p50 ms", "p95", "p99", "warm hits", "entries warm"],
         [
             [
-                s["strategy"],
-                f"{s['restart']['ready_s']:.1f}",
-                ms(s["restart"]["summary"]["ttft_p50_ms"]),
-                ms(s["restart"]["summary"]["ttft_p95_ms"]),
-                ms(s["restart"]["summary"]["ttft_p99_ms"]),
-                pct(s["restart"]["summary"]["hit_share"]),
-                s["restart"]["state"]["warm_entries"] or "-",
+                s.strategy,
+                f"{s.restart.ready_s:.1f}",
+                *_latency_cells(s.restart.summary),
+                s.restart.state.warm_entries or "-",
             ]
             for s in strategies.values()
+            if s.restart is not None
         ],
     )
     lines += ["## Knowledge-base change (requests to the changed contexts in the window after)", ""]
@@ -178,61 +190,55 @@ def _main_markdown(results: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _pressure_markdown(pressure: dict[str, Any]) -> list[str]:
+def _pressure_markdown(pressure: PressureResult | Skipped | None) -> list[str]:
     lines = ["## Pressure (KV cache smaller than the working set)", ""]
-    if pressure.get("skipped"):
-        lines += [f"Skipped: {pressure['skipped']}", ""]
-    elif pressure:
-        lines += [pressure.get("description", ""), ""]
+    if isinstance(pressure, Skipped):
+        lines += [f"Skipped: {pressure.skipped}", ""]
+    elif pressure is not None:
+        lines += [pressure.description, ""]
         lines += _table(
             ["strategy", "TTFT p50 ms", "p95", "p99", "warm hits", "warmup prefill tokens"],
             [
                 [
-                    s["strategy"],
-                    ms(s["steady"]["summary"]["ttft_p50_ms"]),
-                    ms(s["steady"]["summary"]["ttft_p95_ms"]),
-                    ms(s["steady"]["summary"]["ttft_p99_ms"]),
-                    pct(s["steady"]["summary"]["hit_share"]),
-                    s["steady"]["after_stream"]["warm_prefill_tokens"],
+                    s.strategy,
+                    *_latency_cells(s.steady.summary),
+                    s.steady.after_stream.warm_prefill_tokens,
                 ]
-                for s in pressure.get("strategies", {}).values()
+                for s in pressure.strategies.values()
             ],
         )
     return lines
 
 
-def _kv_share(state: dict[str, Any]) -> str:
+def _kv_share(state: WarmupState) -> str:
     """Registry tokens over the KV cache's capacity (vLLM's own usage gauge counts only
     blocks of running requests, so it reads 0 between requests)."""
-    capacity = state.get("kv_capacity_tokens")
+    capacity = state.kv_capacity_tokens
     if not capacity:
         return "-"
-    return f"{state['warm_tokens']} tokens ({state['warm_tokens'] / capacity:.0%})"
+    return f"{state.warm_tokens} tokens ({state.warm_tokens / capacity:.0%})"
 
 
-def _scale_markdown(scale: dict[str, Any]) -> list[str]:
+def _scale_markdown(scale: ScaleResult | None) -> list[str]:
     lines = ["## Scale", ""]
-    if not scale or scale.get("skipped"):
-        return [*lines, f"Skipped: {scale.get('skipped', 'not run')}", ""]
-    ingest = scale["ingest"]
+    if scale is None:
+        return [*lines, "Skipped: not run", ""]
+    ingest = scale.ingest
     lines += [
-        f"Ingest: {ingest['ingest_chunks_per_s']:.1f} chunks/s through the pipeline into Qdrant "
-        f"vs {ingest['raw_chunks_per_s']:.1f} chunks/s raw embedding ({ingest['ratio']:.1%}), "
-        f"{ingest['chunks']} chunks.",
+        f"Ingest: {ingest.ingest_chunks_per_s:.1f} chunks/s through the pipeline into Qdrant "
+        f"vs {ingest.raw_chunks_per_s:.1f} chunks/s raw embedding ({ingest.ratio:.1%}), "
+        f"{ingest.chunks} chunks.",
         "",
     ]
     lines += _table(
         ["chunks", "retrieval p50 ms", "p95", "top-1 own town"],
-        [
-            [r["chunks"], f"{r['p50_ms']:.1f}", f"{r['p95_ms']:.1f}", _share(r)]
-            for r in scale["retrieval"]
-        ],
+        [[r.chunks, f"{r.p50_ms:.1f}", f"{r.p95_ms:.1f}", _share(r)] for r in scale.retrieval],
     )
     lines += _table(
         ["triples", "subgraph p50 ms", "p99"],
-        [[r["triples"], f"{r['p50_ms']:.2f}", f"{r['p99_ms']:.2f}"] for r in scale["subgraph"]],
+        [[r.triples, f"{r.p50_ms:.2f}", f"{r.p99_ms:.2f}"] for r in scale.subgraph],
     )
-    if scale.get("graph_quality"):  # runs from before it was measured have none
+    if scale.graph_quality:  # runs from before it was measured have none
         lines += [
             "Graph quality: two-step questions (the answering triple two hops from the "
             "question's entity, `bench/kg_multihop.py`); share whose answer is among the 3 "
@@ -243,27 +249,24 @@ def _scale_markdown(scale: dict[str, Any]) -> list[str]:
             ["questions", "mode", "asked", "answer in 3", "restating a pair", "p50 ms"],
             [
                 [
-                    r["questions_set"],
-                    r["mode"],
-                    r["questions"],
-                    f"{r['answer_share']:.1%}",
-                    f"{r['restating_selections']:.1%}",
-                    f"{r['p50_ms']:.2f}",
+                    r.questions_set,
+                    r.mode,
+                    r.questions,
+                    f"{r.answer_share:.1%}",
+                    f"{r.restating_selections:.1%}",
+                    f"{r.p50_ms:.2f}",
                 ]
-                for r in scale["graph_quality"]
+                for r in scale.graph_quality
             ],
         )
     lines += _table(
         ["warm entries", "detection p50 ms (cold caches)", "warm caches"],
-        [
-            [r["entries"], f"{r['cold_p50_ms']:.2f}", f"{r['warm_p50_ms']:.2f}"]
-            for r in scale["detection"]
-        ],
+        [[r.entries, f"{r.cold_p50_ms:.2f}", f"{r.warm_p50_ms:.2f}"] for r in scale.detection],
     )
     return lines
 
 
-def _share(row: dict[str, Any]) -> str:
+def _share(row: RetrievalRow) -> str:
     """Top-1 own-town share of a retrieval row (runs from before it was recorded have none)."""
-    share = row.get("top1_own_town_share")
+    share = row.top1_own_town_share
     return "-" if share is None else f"{share:.0%}"

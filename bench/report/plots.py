@@ -7,7 +7,6 @@ Apart from the rest because it alone needs matplotlib (set up here for files onl
 from __future__ import annotations
 
 import os
-import statistics
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -24,18 +23,21 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt
 
 from bench.measure import RequestRecord
-from bench.report.results import request_records
+from bench.scenario_records import StrategyResult
+from bench.suite_records import SuiteResults
 
 LINESTYLES = ("-", "--", "-.", ":")
 
 
-def _line_style(index: int, strategy: dict[str, Any]) -> dict[str, Any]:
+def _plot_line(ax: Any, index: int, strategy: StrategyResult, x: Any, y: Any) -> None:
     """One line per strategy; ours drawn thicker."""
-    return {
-        "label": strategy["strategy"],
-        "linestyle": LINESTYLES[index % len(LINESTYLES)],
-        "linewidth": 2.2 if strategy["number"] == 4 else 1.3,
-    }
+    ax.plot(
+        x,
+        y,
+        label=strategy.strategy,
+        linestyle=LINESTYLES[index % len(LINESTYLES)],
+        linewidth=2.2 if strategy.number == 4 else 1.3,
+    )
 
 
 def _save(fig: Any, ax: Any, title: str, path: Path) -> None:
@@ -47,19 +49,14 @@ def _save(fig: Any, ax: Any, title: str, path: Path) -> None:
     plt.close(fig)
 
 
-def plot_ttft_distributions(results: dict[str, Any], path: Path) -> None:
+def plot_ttft_distributions(results: SuiteResults, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    for n, s in enumerate(results.get("strategies", {}).values()):
-        ttft = sorted(r.ttft_ms for r in request_records(s["steady"]))
+    for n, s in enumerate(results.strategies.values()):
+        ttft = sorted(r.ttft_ms for r in s.steady.requests)
         if ttft:
-            ax.plot(
-                ttft,
-                [(i + 1) / len(ttft) for i in range(len(ttft))],
-                **_line_style(n, s),
-            )
-    floor = results.get("floor", {}).get("ttft_ms", [])
-    if floor:
-        ax.axvline(statistics.median(floor), color="grey", linestyle=":", label="floor p50")
+            _plot_line(ax, n, s, ttft, [(i + 1) / len(ttft) for i in range(len(ttft))])
+    if results.floor and results.floor.ttft_ms:
+        ax.axvline(results.floor.p50, color="grey", linestyle=":", label="floor p50")
     ax.set_xscale("log")
     ax.set_xlabel("TTFT (ms, log scale)")
     ax.set_ylabel("share of requests")
@@ -73,16 +70,15 @@ def rolling_hit_share(records: Sequence[RequestRecord], window: int) -> list[flo
     ]
 
 
-def plot_hit_rate(results: dict[str, Any], path: Path, window: int = 20) -> None:
+def plot_hit_rate(results: SuiteResults, path: Path, window: int = 20) -> None:
     fig, ax = plt.subplots(figsize=(8, 4.5))
     boundary = 0
-    for i, s in enumerate(results.get("strategies", {}).values()):
-        steady, restart = request_records(s["steady"]), request_records(s["restart"])
+    for i, s in enumerate(results.strategies.values()):
+        steady = s.steady.requests
+        restart = s.restart.requests if s.restart else []
         boundary = len(steady)
-        ax.plot(
-            rolling_hit_share(steady + restart, window),
-            **_line_style(i, s),
-        )
+        shares = rolling_hit_share([*steady, *restart], window)
+        _plot_line(ax, i, s, range(len(shares)), shares)
     if boundary:
         ax.axvline(boundary, color="grey", linestyle=":", label="restart")
     ax.set_xlabel("request")
@@ -91,24 +87,21 @@ def plot_hit_rate(results: dict[str, Any], path: Path, window: int = 20) -> None
     _save(fig, ax, "Hit share over time: steady stream, then restart", path)
 
 
-def plot_after_change(results: dict[str, Any], path: Path) -> None:
-    sizes = sorted(
-        {c["k"] for s in results.get("strategies", {}).values() for c in s.get("change", [])} - {0}
-    )
+def plot_after_change(results: SuiteResults, path: Path) -> None:
+    sizes = sorted({c.k for s in results.strategies.values() for c in s.changes})
     fig, axes = plt.subplots(1, max(1, len(sizes)), figsize=(4 * max(1, len(sizes)), 4))
     axes_list = list(axes) if len(sizes) > 1 else [axes]
     for ax, k in zip(axes_list, sizes, strict=False):
-        for s in results.get("strategies", {}).values():
-            change = next((c for c in s.get("change", []) if c["k"] == k), None)
+        for s in results.strategies.values():
+            change = next((c for c in s.change if c.k == k), None)
             if change:
-                records = request_records(change)
                 ax.plot(
-                    [r.t_s for r in records],
-                    [r.ttft_ms for r in records],
+                    [r.t_s for r in change.requests],
+                    [r.ttft_ms for r in change.requests],
                     marker="o",
                     linestyle="",
                     markersize=4,
-                    label=s["strategy"],
+                    label=s.strategy,
                 )
         ax.set_title(f"{k} changed document{'s' if k > 1 else ''}")
         ax.set_xlabel("seconds after the ingest began")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+
+from bench.scenario_records import StrategyResult
 
 
 def row(cells: Sequence[object]) -> str:
@@ -27,28 +28,28 @@ def na(value: object) -> str:
     return "-" if value is None else str(value)
 
 
-def change_table(strategies: dict[str, Any]) -> list[str]:
+def change_table(strategies: dict[str, StrategyResult]) -> list[str]:
     """Each strategy's knowledge-base changes: what detection found and re-warmed, and
     how the requests to the changed contexts fared in the window after."""
     rows = [
         [
-            s["strategy"],
-            c["label"],
-            na(c["entries_affected_truth"]),
-            na(c.get("entries_holding_changed_doc")),
-            na(c["entries_detected"]),
-            na(c["entries_rewarmed"]),
-            na(c.get("new_contexts_warm")),
-            na(c["rewarm_prefill_tokens"]),
-            na(c["predicted_prefill_tokens"]),
-            na(c["detection_ms"]),
-            ms(c["summary"]["ttft_p50_ms"]),
-            pct(c["summary"]["hit_share"]),
-            pct(c.get("warm_before", {}).get("hit_share", math.nan)),
-            c["summary"]["n"],
+            s.strategy,
+            c.label,
+            na(c.entries_affected_truth),
+            na(c.entries_holding_changed_doc),
+            na(c.entries_detected),
+            na(c.entries_rewarmed),
+            na(c.new_contexts_warm),
+            na(c.rewarm_prefill_tokens),
+            na(c.predicted_prefill_tokens),
+            na(c.detection_ms),
+            ms(c.summary.ttft_p50_ms),
+            pct(c.summary.hit_share),
+            pct(c.warm_before.hit_share if c.warm_before else math.nan),
+            c.summary.n,
         ]
         for s in strategies.values()
-        for c in s.get("change", [])
+        for c in s.change
     ]
     return table(
         [

@@ -6,12 +6,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
-from rag.chat.retriever import Fact
-from rag.knowledge.models import Passage
-from rag.llm.client import Usage
+if TYPE_CHECKING:  # only ChatResult's annotations: the API's models import this module
+    from rag.chat.retriever import Fact
+    from rag.knowledge.models import Passage
+    from rag.llm.client import Usage
 
 
 class WarmState(StrEnum):

@@ -82,6 +82,11 @@ class Embedder:
                 self._model = SentenceTransformer(str(self.model_path), device="cpu")
 
     @property
+    def threads(self) -> int:
+        """The torch threads the model runs on (set when it loads)."""
+        return self._threads
+
+    @property
     def model(self) -> SentenceTransformer:
         if self._model is None:
             self.warm_up()

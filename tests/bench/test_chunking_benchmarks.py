@@ -40,11 +40,11 @@ def test_citations_are_mapped_to_the_numbered_passages() -> None:
     good = judge("It is so [2].", shown, gold)
     wrong = judge("It is so [1] and [7].", shown, gold)
     silent = judge("It is so.", shown, gold)
-    assert (good["gold_cited"], good["valid"], good["invalid"]) == (True, 1, 0)
-    assert (wrong["gold_cited"], wrong["valid"], wrong["invalid"]) == (False, 1, 1)
-    assert silent["citations"] == [] and silent["gold_in_prompt"]
+    assert (good.gold_cited, good.valid, good.invalid) == (True, 1, 0)
+    assert (wrong.gold_cited, wrong.valid, wrong.invalid) == (False, 1, 1)
+    assert silent.citations == [] and silent.gold_in_prompt
     summary = summarize([good, wrong, silent])
-    assert summary == {
+    assert summary.to_json() == {
         "n": 3,
         "gold_in_prompt": 1.0,
         "cited": 0.667,

@@ -12,13 +12,14 @@ import pytest
 from llama_index.core import MockEmbedding
 
 from bench.asciidoc import parse_sections, question_for
+from bench.change_scenario import changed_towns
 from bench.real_corpus import (
     GitSection,
-    RealSpec,
     RealWorkload,
     sections_from_source,
     unique_questions,
 )
+from bench.real_records import RealSpec
 from bench.retrieval_quality import (
     GoldQuestion,
     evaluate_llamaindex_defaults,
@@ -27,7 +28,6 @@ from bench.retrieval_quality import (
     gold_text_reaches,
     score,
 )
-from bench.scenarios import changed_towns
 from bench.workload import AnyWorkload, Topic, Workload, WorkloadSpec, towns
 from rag.chat.query import normalize_query
 from rag.knowledge.models import doc_id_problem

@@ -8,39 +8,87 @@ from pathlib import Path
 from typing import Any
 
 from bench.measure import RequestRecord, percentile, summarize
-from bench.report import evaluate_targets, rolling_hit_share, write_report
+from bench.report import evaluate_targets, read_results, rolling_hit_share, write_report
+from bench.suite_records import SuiteResults
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "bench"
+
+
+def chat(prompt_tokens: int, cached_tokens: int, ttft: float = 1.0) -> RequestRecord:
+    return RequestRecord(
+        question="q",
+        t_s=0.0,
+        ttft_ms=ttft,
+        retrieval_ms=1.0,
+        prompt_tokens=prompt_tokens,
+        cached_tokens=cached_tokens,
+    )
 
 
 def record(ttft: float, hit: bool, t: float = 0.0, first: bool = False) -> dict[str, Any]:
     cached = 384 if hit else 0
-    return RequestRecord("q?", t, ttft, 20.0, 420, cached, first).to_json()
+    made = RequestRecord(
+        question="q?",
+        t_s=t,
+        ttft_ms=ttft,
+        retrieval_ms=20.0,
+        prompt_tokens=420,
+        cached_tokens=cached,
+        first_sight=first,
+    )
+    return made.model_dump()
 
 
 def section(ttfts: list[float], hits: list[bool]) -> dict[str, Any]:
     records = [record(t, h, i * 0.1) for i, (t, h) in enumerate(zip(ttfts, hits, strict=True))]
+    made = [RequestRecord.model_validate(r) for r in records]
+    return {"summary": summarize(made).model_dump(), "requests": records}
+
+
+def change_entry(k: int, ms: float, hits: bool, **counts: Any) -> dict[str, Any]:
+    requests = 4 if k else 0
     return {
-        "summary": summarize([RequestRecord.from_json(r) for r in records]),
-        "requests": records,
-    }
+        **section([ms] * requests, [hits] * requests),
+        "k": k, "label": f"{k} changed" if k else "unrelated", "documents": max(k, 1),
+        "ingest_ms": 10.0, "entries_affected_truth": 1, "new_contexts": 1,
+        "entries_detected": 1, "entries_rewarmed": 1, "predicted_warm_requests": 0,
+        "detection_ms": 1.0, "rewarm_prefill_tokens": 400, "predicted_prefill_tokens": 0,
+        "cycle_prefill_tokens": 400, "warm_prefill_tokens_total": 400, **counts,
+    }  # fmt: skip
 
 
 def strategy(number: int, steady_ms: float, restart_ms: float, hits: bool) -> dict[str, Any]:
+    """A strategy's results as results.json holds them (made up, complete)."""
     steady = section([steady_ms] * 20, [hits] * 20)
-    state = {"warm_prefill_tokens": 100 * number, "kv_usage": 0.01, "warm_tokens": 0,
-             "warm_entries": 5 if hits else 0}  # fmt: skip
-    steady.update(first_sight=steady["summary"], after_stream=state)
+    state = {
+        "warm_prefill_tokens": 100 * number,
+        "warm_requests": number,
+        "kv_usage": 0.01,
+        "warm_entries": 5 if hits else 0,
+        "warm_tokens": 0,
+        "kv_capacity_tokens": None,
+    }
+    steady.update(ingest_s=1.0, chunks=30, prepare_s=0.5, before_stream=state)
+    steady.update(after_stream=state, first_sight=steady["summary"])
     restart = section([restart_ms] * 10, [hits] * 10)
     restart.update(ready_s=1.0, state=state)
-    change = [
-        {**section([], []), "k": 0, "label": "unrelated", "entries_affected_truth": 3,
-         "entries_detected": 0, "entries_rewarmed": 0, "rewarm_prefill_tokens": 0,
-         "predicted_prefill_tokens": 50, "detection_ms": 1.0},
-        {**section([restart_ms] * 4, [hits] * 4), "k": 1, "label": "1 changed",
-         "entries_affected_truth": 1, "entries_detected": 1, "entries_rewarmed": 1,
-         "rewarm_prefill_tokens": 400, "predicted_prefill_tokens": 0, "detection_ms": 1.0},
-    ]  # fmt: skip
-    return {"strategy": f"{number}. s", "number": number, "steady": steady,
-            "restart": restart, "change": change}  # fmt: skip
+    unrelated = change_entry(
+        0,
+        0.0,
+        hits,
+        entries_affected_truth=3,
+        entries_detected=0,
+        entries_rewarmed=0,
+        rewarm_prefill_tokens=0,
+        predicted_prefill_tokens=50,
+    )
+    return {
+        "strategy": f"{number}. s",
+        "number": number,
+        "steady": steady,
+        "restart": restart,
+        "change": [unrelated, change_entry(1, restart_ms, hits)],
+    }
 
 
 def results(ours_restart_ms: float = 100.0) -> dict[str, Any]:
@@ -68,8 +116,13 @@ def results(ours_restart_ms: float = 100.0) -> dict[str, Any]:
     }
 
 
+def parsed(data: dict[str, Any]) -> SuiteResults:
+    """``data`` read as the report reads a results.json."""
+    return SuiteResults.model_validate(data)
+
+
 def by_name(data: dict[str, Any]) -> dict[str, Any]:
-    return {t.name: t for t in evaluate_targets(data)}
+    return {t.name: t for t in evaluate_targets(parsed(data))}
 
 
 def test_targets_met() -> None:
@@ -122,25 +175,25 @@ def test_cycles_during_a_scenario_are_listed(tmp_path: Path) -> None:
         {"at_s": 1.2, "kind": "kb_change", "affected": 3, "rewarmed": 3, "retired": 0,
          "extended": 7, "warm_requests": 3, "total_ms": 800.0},
     ]  # fmt: skip
-    write_report(data, tmp_path)
+    write_report(parsed(data), tmp_path)
     markdown = (tmp_path / "report.md").read_text()
     assert (
         "| 4. s | 1 changed | hot at -0.4 s (1 prefills, 2 retired); kb_change at 1.2 s "
         "(3 prefills, 0 retired, 3 affected, 7 extended) |" in markdown
     )
-    write_report(results(), tmp_path / "none")
+    write_report(parsed(results()), tmp_path / "none")
     assert "Warmup cycles" not in (tmp_path / "none" / "report.md").read_text()
 
 
 def test_missing_strategies_are_reported_not_guessed() -> None:
     data = results()
     del data["strategies"]["s1"]
-    [only] = evaluate_targets(data)
+    [only] = evaluate_targets(parsed(data))
     assert only.met is None
 
 
 def test_write_report_writes_json_markdown_and_plots(tmp_path: Path) -> None:
-    paths = write_report(results(), tmp_path / "run")
+    paths = write_report(parsed(results()), tmp_path / "run")
     names = sorted(p.name for p in paths)
     assert names == sorted(
         ["results.json", "report.md", "ttft_steady.png", "hit_rate_over_time.png",
@@ -156,20 +209,18 @@ def test_write_report_writes_json_markdown_and_plots(tmp_path: Path) -> None:
     assert "Command: `make bench`." in markdown
     limited = results()
     limited["meta"]["argv"] = "--only main"
-    write_report(limited, tmp_path / "limited")
+    write_report(parsed(limited), tmp_path / "limited")
     assert "(arguments: `--only main`)" in (tmp_path / "limited" / "report.md").read_text()
     assert "![TTFT per strategy](ttft_steady.png)" in markdown
 
 
 def test_hit_definition_and_statistics() -> None:
     # 500 prompt tokens: a context of 436 or more, 384 of them in full blocks of 128.
-    assert RequestRecord("q", 0, 1, 1, 500, 384).hit
-    assert not RequestRecord("q", 0, 1, 1, 500, 256).hit
-    assert not RequestRecord("q", 0, 1, 1, 150, 0).hit  # no full block: nothing to hit
+    assert chat(500, 384).hit
+    assert not chat(500, 256).hit
+    assert not chat(150, 0).hit  # no full block: nothing to hit
     assert percentile([1, 2, 3, 4], 50) == 2 and percentile([1, 2, 3, 4], 99) == 4
-    assert rolling_hit_share([RequestRecord("q", 0, 1, 1, 400, c) for c in (384, 0, 384)], 2) == [
-        1.0, 0.5, 0.5,
-    ]  # fmt: skip
+    assert rolling_hit_share([chat(400, c) for c in (384, 0, 384)], 2) == [1.0, 0.5, 0.5]
 
 
 def test_an_interrupted_run_still_gets_a_report(tmp_path: Path) -> None:
@@ -177,7 +228,7 @@ def test_an_interrupted_run_still_gets_a_report(tmp_path: Path) -> None:
         "meta": {"started": "t", "quick": False, "interrupted": True, "duration_s": 5},
         "strategies": {"s1": strategy(1, 300.0, 600.0, hits=False)},
     }
-    paths = write_report(data, tmp_path)
+    paths = write_report(parsed(data), tmp_path)
     markdown = (tmp_path / "report.md").read_text()
     assert "interrupted: partial results" in markdown
     assert "Skipped: not run" in markdown  # scale
@@ -213,3 +264,34 @@ def test_change_target_counts_only_contexts_that_were_warm_before() -> None:
     assert (
         target.measured.startswith("100% of 2") and "all 4 changed contexts: 50%" in target.measured
     )
+
+
+def test_a_saved_results_json_is_written_back_as_it_was(tmp_path: Path) -> None:
+    """The reference runs in docs/bench read back into the typed results and written
+    again by the report: the same keys, in the same order, with the same values (the
+    targets, judged again, aside)."""
+    for source in (DOCS / "results.json", DOCS / "real-full" / "results.json"):
+        saved = json.loads(source.read_text())
+        out = tmp_path / source.parent.name
+        write_report(read_results(source), out)
+        again = json.loads((out / "results.json").read_text())
+        assert [t["name"] for t in again.pop("targets")] == [
+            t["name"] for t in saved.pop("targets")
+        ]
+        assert json.dumps(again) == json.dumps(saved)
+
+
+def test_records_keep_their_keys_and_recompute_hits() -> None:
+    """``hit`` is written for readers of results.json and recomputed when read back; a
+    field the run did not give (``warm_before`` of an older run) stays out."""
+    data = record(100.0, hit=True)
+    assert list(data) == [
+        "question", "t_s", "ttft_ms", "retrieval_ms", "prompt_tokens", "cached_tokens",
+        "first_sight", "context_reused", "prefix_tokens", "hit",
+    ]  # fmt: skip
+    assert RequestRecord.model_validate({**data, "hit": False}).hit is True
+    older = parsed(results()).strategies["s4"].change[1].requests[0]  # no warm_before
+    assert older.warm_before and "warm_before" not in older.to_json()
+    assert list(older.model_copy(update={"warm_before": False}).to_json())[-2:] == [
+        "hit", "warm_before",
+    ]  # fmt: skip

@@ -8,7 +8,8 @@ from typing import Any
 
 from bench.report import write_report
 from bench.report.real import real_markdown, real_targets
-from tests.bench.test_report import strategy
+from bench.suite_records import SuiteResults
+from tests.bench.test_report import parsed, strategy
 
 
 def row(client: float, tokens: int, cached: int) -> dict[str, Any]:
@@ -20,18 +21,28 @@ def row(client: float, tokens: int, cached: int) -> dict[str, Any]:
 
 
 def real(ours_restart_ms: float, recall: float) -> dict[str, Any]:
-    quality = {
-        k: {"recall_at_1": r, "recall_at_3": r, "recall_at_10": r, "mrr": r,
+    quality: dict[str, Any] = {
+        k: {"n": 3, "recall_at_1": r, "recall_at_3": r, "recall_at_10": r, "mrr": r,
             "gold_text_in_prompt": r}
         for k, r in (("warmrag", recall), ("warmrag_windows_off", recall),
                      ("llamaindex_defaults", 0.5))
     }  # fmt: skip
+    quality.update(
+        llamaindex_index_s=1.0,
+        retrieval_ms_per_question=2.0,
+        fixed_vs_defaults=[],
+        broken_vs_defaults=[],
+        per_question=[],
+    )
     return {
+        "meta": {"started": "t"},
         "real": {
             "corpus": {
                 "sections": 3,
                 "words": 900,
-                "words_per_section": {"median": 300},
+                "words_per_section": {"median": 300, "p90": 400, "max": 500},
+                "capped_sections": 0,
+                "questions": 3,
                 "sources": 2,
                 "asked_questions": 2,
             },
@@ -41,21 +52,28 @@ def real(ours_restart_ms: float, recall: float) -> dict[str, Any]:
                 "s1": strategy(1, 900.0, 900.0, hits=False),
                 "s4": strategy(4, 120.0, ours_restart_ms, hits=True),
             },
-            "variants": {"default": {"misses": row(900, 1300, 0), "hits": row(130, 1300, 1280)}},
-            "answers": {"n": 2, "identical": 2},
-        }
+            "variants": {
+                "default": {
+                    "overrides": {},
+                    "misses": row(900, 1300, 0),
+                    "hits": row(130, 1300, 1280),
+                    "rows": {"misses": [], "hits": []},
+                }
+            },
+            "answers": {"n": 2, "identical": 2, "mean_words": {}, "examples": []},
+        },
     }
 
 
 def test_met_targets_on_the_real_corpus() -> None:
-    targets = {t.name: t for t in real_targets(real(120.0, 0.8))}
+    targets = {t.name: t for t in real_targets(parsed(real(120.0, 0.8)))}
     assert all(t.met for t in targets.values()), targets
     assert "real: recall@3 vs llama-index defaults" in targets
     assert targets["real: restart, mean TTFT vs strategy 1"].measured.startswith("7.50x")
 
 
 def test_missed_targets_on_the_real_corpus_say_why() -> None:
-    targets = {t.name: t for t in real_targets(real(450.0, 0.6))}
+    targets = {t.name: t for t in real_targets(parsed(real(450.0, 0.6)))}
     ratio = targets["real: restart, mean TTFT vs strategy 1"]
     assert ratio.met is False and "2.00x" in ratio.measured and ratio.why
     recall = targets["real: recall@3 vs llama-index defaults"]
@@ -63,12 +81,12 @@ def test_missed_targets_on_the_real_corpus_say_why() -> None:
 
 
 def test_no_real_section_gives_no_targets_and_says_so() -> None:
-    assert real_targets({}) == []
-    assert "Skipped" in "\n".join(real_markdown({}))
+    assert real_targets(SuiteResults.model_validate({"meta": {}})) == []
+    assert "Skipped" in "\n".join(real_markdown(None))
 
 
 def test_the_section_lays_out_quality_strategies_and_the_breakdown() -> None:
-    text = "\n".join(real_markdown(real(120.0, 0.8)["real"]))
+    text = "\n".join(real_markdown(parsed(real(120.0, 0.8)).real))
     assert "llama-index defaults (512/50)" in text and "| 4. s | restart |" in text
     assert "TTFT breakdown" in text and "| default | hits | 4 | 130 |" in text
     assert "2 identical" in text
@@ -76,10 +94,18 @@ def test_the_section_lays_out_quality_strategies_and_the_breakdown() -> None:
 
 def ingest_rate(raw_s: float, whole_s: float) -> dict[str, Any]:
     def run(seconds: float, stages: dict[str, float]) -> dict[str, Any]:
-        return {"seconds": seconds, "cpu_seconds": seconds, "chunks": 100, "cpu_stages": stages}
+        return {
+            "seconds": seconds,
+            "cpu_seconds": seconds,
+            "chunks": 100,
+            "words": 1000,
+            "cpu_stages": stages,
+        }
 
     return {
         "documents": 3,
+        "batch_size": 20,
+        "embedder_threads": 1,
         "raw": run(raw_s, {}),
         "chunk_only": run(raw_s + 5, {"chunk embedding": raw_s}),
         "end_to_end": run(
@@ -96,20 +122,20 @@ def ingest_rate(raw_s: float, whole_s: float) -> dict[str, Any]:
 def test_the_ingest_target_names_the_graph_stages_when_missed() -> None:
     data = real(120.0, 0.8)
     data["real"]["ingest_rate"] = ingest_rate(60.0, 100.0)
-    [ingest] = [t for t in real_targets(data) if t.name.startswith("real: whole ingest")]
+    [ingest] = [t for t in real_targets(parsed(data)) if t.name.startswith("real: whole ingest")]
     assert ingest.met is False and ingest.measured.startswith("60.0%")
     assert (
         ingest.why == "the graph's stages: node/triple embedding 20 CPU s, spacy extraction 9 CPU s"
     )
     data["real"]["ingest_rate"] = ingest_rate(80.0, 100.0)
-    [ingest] = [t for t in real_targets(data) if t.name.startswith("real: whole ingest")]
+    [ingest] = [t for t in real_targets(parsed(data)) if t.name.startswith("real: whole ingest")]
     assert ingest.met is True and not ingest.why
 
 
 def test_a_real_only_run_reports_its_changes_and_ingest_and_skips_the_rest(tmp_path: Path) -> None:
     data = real(120.0, 0.8)
     data["real"]["ingest_rate"] = ingest_rate(60.0, 100.0)
-    paths = write_report(data, tmp_path / "run")
+    paths = write_report(parsed(data), tmp_path / "run")
     assert sorted(p.name for p in paths) == ["report.md", "results.json"]  # no empty plots
     text = (tmp_path / "run" / "report.md").read_text()
     assert "strategies 1 and 4 ran" not in text  # the main section was not asked for

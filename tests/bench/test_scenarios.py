@@ -7,7 +7,14 @@ from bench.scenarios import miss_reasons
 
 
 def chat(question: str, hit: bool) -> RequestRecord:
-    return RequestRecord(question, 0.0, 100.0, 20.0, 420, 384 if hit else 0)
+    return RequestRecord(
+        question=question,
+        t_s=0.0,
+        ttft_ms=100.0,
+        retrieval_ms=20.0,
+        prompt_tokens=420,
+        cached_tokens=384 if hit else 0,
+    )
 
 
 def test_restart_misses_are_classified_by_what_the_registry_held() -> None:

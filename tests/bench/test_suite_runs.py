@@ -17,6 +17,7 @@ import pytest
 import bench.scale
 import bench.suite
 from bench.scale import Plan
+from bench.scale_records import ScaleResult
 from bench.suite import main
 
 TINY = Plan(
@@ -60,7 +61,7 @@ def test_the_scale_section_measures_retrieval_end_to_end(
     assert "Failed sections" not in report and "| 2000 |" in report
 
 
-def broken_scale(quick: bool, work: Path, log: object = None) -> dict[str, Any]:
+def broken_scale(quick: bool, work: Path, log: object = None) -> ScaleResult:
     raise RuntimeError("injected: retrieval returned nothing")
 
 
@@ -95,7 +96,7 @@ def test_ctrl_c_ends_the_run_with_130_after_the_report(
     sections after it do not run."""
     ran: list[str] = []
 
-    def interrupted(quick: bool, work: Path, log: object = None) -> dict[str, Any]:
+    def interrupted(quick: bool, work: Path, log: object = None) -> ScaleResult:
         raise KeyboardInterrupt
 
     monkeypatch.setattr(bench.suite, "run_scale", interrupted)

@@ -1,0 +1,98 @@
+"""What the sections without vLLM write: "scale" (``bench.scale``: ingest, retrieval,
+subgraph, graph quality, detection) and "index" (``bench.embedded_index``).
+
+Fields with a default are the ones older results.json files lack, or that only some
+rows have; see ``bench.record``.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from bench.record import Record
+
+
+class ScaleIngest(Record):
+    """Chunks/s through ``KnowledgeBase.upsert`` against the embedding model alone."""
+
+    chunks: int
+    documents: int
+    ingest_chunks_per_s: float
+    raw_chunks_per_s: float
+    ratio: float
+
+
+class RetrievalRow(Record):
+    """``kb.retrieve`` at one collection size (query embedding excluded)."""
+
+    chunks: int
+    p50_ms: float
+    p95_ms: float
+    queries: int
+    top1_own_town_share: float | None = None
+
+
+class SubgraphRow(Record):
+    """Subgraph selection at one graph size (``bench.kg_subgraph``)."""
+
+    triples: int
+    p50_ms: float
+    p99_ms: float
+    questions: int
+
+
+class GraphQualityRow(Record):
+    """Two-step questions under one selection mode (``bench.kg_multihop``)."""
+
+    questions_set: str
+    mode: str
+    questions: int
+    answer_share: float
+    restating_selections: float
+    p50_ms: float
+
+
+class DetectionRow(Record):
+    """Change detection against one registry size (``bench.detection_scaling``)."""
+
+    entries: int
+    cold_p50_ms: float
+    warm_p50_ms: float
+
+
+class ScaleResult(Record):
+    ingest: ScaleIngest
+    retrieval: list[RetrievalRow]
+    subgraph: list[SubgraphRow]
+    graph_quality: list[GraphQualityRow] = Field(default_factory=list)
+    detection: list[DetectionRow]
+
+
+class IndexRow(Record):
+    """One embedded store at one size. A row extrapolated from a smaller size has the
+    latencies and the reopen time only; ``indexed_vectors`` is Qdrant Edge's."""
+
+    store: str
+    size: int
+    extrapolated: bool
+    insert_per_s: int | None = None
+    timed_inserts: int | None = None
+    index_s: float | None = None
+    indexed_vectors: int | None = None
+    filtered_queries: int | None = None
+    nofilter_queries: int | None = None
+    p50_ms: float
+    p99_ms: float
+    p50_nofilter_ms: float
+    recall_at_10: float | None = None
+    rss_mb: int | None = None
+    reopen_s: float
+    first_query_ms: float | None = None
+
+
+class EmbeddedIndexResult(Record):
+    dim: int
+    clusters: int
+    queries: int
+    top_k: int
+    rows: list[IndexRow]
