@@ -142,6 +142,17 @@ class Settings(BaseSettings):
     vllm_dev_mode: bool = Field(
         False, description="VLLM_SERVER_DEV_MODE=1 on the child (POST /reset_prefix_cache)."
     )
+    vllm_kv_events: bool = Field(
+        True,
+        description="Start the vLLM child with KV-cache events (ZMQ, in data_dir/vllm): "
+        "warmup's residency index follows what vLLM keeps and evicts.",
+    )
+    vllm_kv_events_endpoints: str | None = Field(
+        None,
+        description="External vLLM servers' KV-event endpoints, comma-separated in "
+        "WARMRAG_VLLM_URL's order: 'tcp://host:5557' (its replay endpoint is the next "
+        "port) or 'PUBLISH|REPLAY' (docs/warmup.md#residency).",
+    )
     vllm_startup_timeout_s: float = Field(600.0, gt=0)
     llm_timeout_s: float = Field(300.0, gt=0, description="Per-read timeout to vLLM.")
     chat_deadline_s: float = Field(
@@ -272,6 +283,36 @@ class Settings(BaseSettings):
         if len(set(urls)) != len(urls):
             raise ValueError("a vLLM URL is listed twice")
         return ",".join(urls)
+
+    @field_validator("vllm_kv_events_endpoints", mode="after")
+    @classmethod
+    def _check_kv_events_endpoints(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        endpoints = [e.strip() for e in value.split(",") if e.strip()]
+        for item in endpoints:
+            publish, _, replay = item.partition("|")
+            for endpoint in filter(None, (publish, replay)):
+                if not endpoint.startswith(("tcp://", "ipc://")):
+                    raise ValueError(f"not a ZMQ endpoint (tcp:// or ipc://): {endpoint!r}")
+            host, _, port = publish.removeprefix("tcp://").rpartition(":")
+            if publish.startswith("tcp://") and not replay and not (host and port.isdigit()):
+                raise ValueError(f"not a ZMQ endpoint like tcp://host:5557: {publish!r}")
+        return ",".join(endpoints)
+
+    @model_validator(mode="after")
+    def _kv_events_match_urls(self) -> Settings:
+        endpoints = self.kv_events_endpoint_list
+        if endpoints and len(endpoints) != len(self.vllm_urls):
+            raise ValueError(
+                f"WARMRAG_VLLM_KV_EVENTS_ENDPOINTS lists {len(endpoints)} endpoints for "
+                f"{len(self.vllm_urls)} WARMRAG_VLLM_URL servers: give one per server, in order"
+            )
+        return self
+
+    @property
+    def kv_events_endpoint_list(self) -> list[str]:
+        return self.vllm_kv_events_endpoints.split(",") if self.vllm_kv_events_endpoints else []
 
     @field_validator("vllm_extra_args", mode="after")
     @classmethod

@@ -20,6 +20,7 @@ import numpy as np
 from api.config import Settings
 from api.metrics import ServiceMetrics
 from api.replicas import ReplicaWatch, build_llm, probe_all
+from api.residency import Residency, build_residency, child_endpoint
 from api.stores import build_knowledge
 from kg.paths import DEFAULT_WEIGHTS
 from kg.subgraph import SubgraphSelector
@@ -111,6 +112,11 @@ class Runtime:
                 dtype=None if s.vllm_dtype == "auto" else s.vllm_dtype,
                 enforce_eager=s.vllm_enforce_eager,
             )
+            events = (
+                child_endpoint(s.data_dir / "vllm")
+                if s.vllm_kv_events and s.warmup.enabled and s.warmup.residency
+                else None
+            )
             self.vllm_server = VLLMServer(
                 s.resolved_model_dir,
                 s.served_model_name,
@@ -123,6 +129,7 @@ class Runtime:
                 dtype=self.cpu_plan.dtype,
                 log_max_bytes=s.vllm_log_max_mib * 1024 * 1024,
                 extra_args=s.vllm_extra_argv,
+                kv_events=events,
             )
             self.supervisor = VLLMSupervisor(
                 self.vllm_server,
@@ -134,6 +141,11 @@ class Runtime:
         urls = s.vllm_urls or [self.vllm_server.url if self.vllm_server else ""]
         self.llm: LLMEngine = llm or build_llm(s, urls, self.metrics.replicas)
         self.pool = self.llm if isinstance(self.llm, ReplicaPool) else None
+        self.residency: Residency | None = (
+            build_residency(s, self.llm, self.vllm_server.kv_events if self.vllm_server else None)
+            if s.warmup.enabled and llm is None
+            else None
+        )
         # The aligner learns vLLM's block size from vLLM itself once it is up.
         aligner = (
             BlockAligner(VLLMTokenCounter(urls[0], s.served_model_name))
@@ -209,6 +221,7 @@ class Runtime:
                 answer_tokens=s.max_tokens,
             ),
             memo=self.memo,
+            tracker=self.residency.tracker if self.residency else None,
         )
 
     def _fact_vectors(self, doc_ids: Sequence[str]) -> np.ndarray:
@@ -252,6 +265,8 @@ class Runtime:
         self.knowledge.open()
         if self.warmup is not None:
             self.warmup.open()  # the store, and the registry loaded from it
+        if self.residency is not None:
+            self.residency.start()  # before vLLM starts: its first events count
 
     def start(self) -> None:
         """Begin start-up in the background (call from the event loop)."""
@@ -362,6 +377,8 @@ class Runtime:
         if self.warmup is not None:
             await self.warmup.aclose()
             self.warmup.close()
+        if self.residency is not None:
+            await anyio.to_thread.run_sync(self.residency.stop)
         await self.llm.aclose()
         if self.vllm_server is not None:
             await anyio.to_thread.run_sync(self.vllm_server.stop)

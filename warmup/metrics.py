@@ -75,6 +75,22 @@ class WarmupMetrics:
             "Time to find the entries a change affects",
             registry=r,
         )
+        self.retouch_seconds = Counter(
+            "warmrag_warmup_retouch_seconds",
+            "Time re-touch requests took (soft pinning of hot entries near the LRU tail)",
+            registry=r,
+        )
+        self.resident_entries = Gauge(
+            "warmrag_warm_entries_resident",
+            "Warm entries by what vLLM's KV events say it holds (full, partial, none, unknown)",
+            ["state"],
+            registry=r,
+        )
+        self.mispredictions = Counter(
+            "warmrag_residency_mispredictions",
+            "Chats on a tracked entry whose cached tokens the residency index did not predict",
+            registry=r,
+        )
         self._chats = 0
         self._hits = 0
 

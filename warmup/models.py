@@ -73,6 +73,8 @@ class RewarmReason(StrEnum):
     STARTUP = "startup"
     EXPIRED_HOT = "expired_hot"
     SYNTHETIC = "synthetic"
+    KV_EVICTED = "kv_evicted"  # vLLM's events showed a hot entry lose a block
+    RETOUCH = "retouch"  # a hot entry near the LRU tail, sent again to keep it resident
 
 
 class QueryRecord(BaseModel):

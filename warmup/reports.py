@@ -36,6 +36,7 @@ class CycleKind(StrEnum):
     SWEEP = "sweep"  # expired entries: re-warmed when hot, retired when not
     HOT = "hot"  # hot queries without a warm entry (and the synthetic batch)
     SYNTHETIC = "synthetic"  # the synthetic strategies' batch at start-up
+    RETOUCH = "retouch"  # hot entries near the LRU tail re-touched (warmup.keeper)
 
 
 class CycleReport(BaseModel):

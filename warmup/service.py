@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 
 from rag.chat.memo import ContextMemo, kth_score
@@ -25,11 +25,13 @@ from rag.llm.client import LLMEngine, Usage
 from warmup.budget import ChatShape, WarmBudget
 from warmup.changes import ChangeHandler
 from warmup.context import ContextResolver
+from warmup.cycles import Cycles
 from warmup.heat import Heat
 from warmup.hits import count_lookup, entry_warm_state
 from warmup.hot import HotWarmup
 from warmup.jobs import JobQueue, Priority
 from warmup.journal import Journal
+from warmup.keeper import ResidencyKeeper
 from warmup.metrics import WarmupMetrics
 from warmup.models import RewarmReason
 from warmup.planner import WarmupPlanner
@@ -39,12 +41,11 @@ from warmup.restore import Restorer
 from warmup.settings import WarmupSettings
 from warmup.store import Snapshot, WarmupStore
 from warmup.sweep import Sweeper
+from warmup.tracker import ResidencyTracker
 from warmup.view import WarmupView, describe
 from warmup.warmer import EntryWarmer, Warmer
 
 log = logging.getLogger(__name__)
-
-Body = Callable[[CycleReport], Awaitable[None]]
 
 
 class WarmupService:
@@ -61,6 +62,7 @@ class WarmupService:
         top_k: int,
         chat_shape: ChatShape,
         memo: ContextMemo,
+        tracker: ResidencyTracker | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         """``top_k`` and ``chat_shape`` are the chat path's own settings: warmup must
@@ -68,7 +70,8 @@ class WarmupService:
         ``memo``: the contexts chats remember, shared so that each question is
         retrieved once for both; whoever owns it makes it forget what a change moved
         (the composition root, on every change), and its change rule is the one the
-        detector applies to the registry."""
+        detector applies to the registry. ``tracker``: the residency index of each
+        vLLM server that publishes KV events (None: warmup infers from chats)."""
         s = self.settings = settings
         self.store = store
         self.llm = llm
@@ -80,6 +83,8 @@ class WarmupService:
         self.registry = Registry(persist=self._persist)
         self.journal = Journal(store, self._snapshot)
         self.queue = JobQueue()
+        self._reports = ReportLog(self._now, lambda: retriever.kb.version, self._finished)
+        self.cycles = Cycles(self.queue, self._reports)
         self.heat = Heat(self.registry, half_life_s=s.half_life_s, hot_min_count=s.hot_min_count)
         self.context = ContextResolver(
             retriever,
@@ -97,6 +102,7 @@ class WarmupService:
             ttl_s=s.ttl_s,
             kv_usage_threshold=s.kv_usage_threshold,
             clock=self._now,
+            tracker=tracker,
         )
         self.hot = HotWarmup(
             self.registry,
@@ -145,7 +151,22 @@ class WarmupService:
             max_rows=s.query_log_max_rows,
             clock=self._now,
         )
-        self._reports = ReportLog(self._now, lambda: retriever.kb.version, self._finished)
+        self.keeper = (
+            ResidencyKeeper(
+                tracker,
+                self.registry,
+                self.heat,
+                self.restorer,
+                self.entries,
+                metrics,
+                self.cycles.spawn,
+                retouch_at=s.retouch_at,
+                retouch_share=s.retouch_share,
+                clock=self._now,
+            )
+            if tracker is not None
+            else None
+        )
 
     # ----- state ---------------------------------------------------------------------
 
@@ -191,6 +212,7 @@ class WarmupService:
             self.changes.pending,
             self.warmer.requests_sent,
             self._reports,
+            self.keeper,
         )
 
     # ----- start-up ------------------------------------------------------------------
@@ -204,11 +226,14 @@ class WarmupService:
         entry = self.settings.entry_max_tokens or self.chat_shape.entry_share(cache.block_size)
         self.budget = WarmBudget.from_cache(cache, entry, self.settings.budget_share)
         self.metrics.budget_tokens.set(self.budget.max_tokens)
+        if self.keeper is not None:
+            self.keeper.tracker.configure(cache.block_size, cache.num_blocks)
+            self.keeper.start()
         self.metrics.cold_starts.inc()
         log.info(
             "warm budget: %s; strategy %s", self.budget.describe(), self.settings.strategy.value
         )
-        await self._job(Priority.CHANGE, CycleKind.KB_CHANGE, self._catch_up)
+        await self.cycles.run(Priority.CHANGE, CycleKind.KB_CHANGE, self._catch_up)
         report = await self.restore()
         if self.settings.strategy.sends_synthetic:
             await self.send_synthetic()
@@ -218,12 +243,14 @@ class WarmupService:
         """Prefill persisted entries, hottest first, within budget; retire the rest.
         The hottest ``restore_max_entries`` are warmed before this returns; the others
         that fit follow in the background."""
-        return await self._job(Priority.URGENT, CycleKind.RESTORE, self._restore)
+        return await self.cycles.run(Priority.URGENT, CycleKind.RESTORE, self._restore)
 
     async def _restore(self, report: CycleReport) -> None:
         if later := await self.restorer.restore(report):
             rest = partial(self.restorer.restore_later, later)
-            self._spawn(Priority.BACKGROUND, CycleKind.RESTORE_BACKGROUND, rest, coalesce=False)
+            self.cycles.spawn(
+                Priority.BACKGROUND, CycleKind.RESTORE_BACKGROUND, rest, coalesce=False
+            )
 
     # ----- chats ---------------------------------------------------------------------
 
@@ -253,10 +280,12 @@ class WarmupService:
         block_size = self.budget.block_size if self.budget is not None else None
         state = entry_warm_state(usage.cached_tokens, entry, block_size)
         count_lookup(self.metrics, state)
+        if self.keeper is not None:
+            self.keeper.observe_chat(entry.fingerprint, state is not WarmState.EVICTED)
         if state is WarmState.EVICTED:
             # vLLM evicted (part of) the prefix under memory pressure: warm it again.
             self.restorer.mark_evicted(entry.fingerprint)
-            self._spawn(Priority.URGENT, CycleKind.EVICTED, self.restorer.rewarm_evicted)
+            self.cycles.spawn(Priority.URGENT, CycleKind.EVICTED, self.restorer.rewarm_evicted)
         if record.fingerprint != entry.fingerprint:
             self.registry.assign(key, entry.fingerprint, kth_score(retrieval))
         self.metrics.record_chat(state is WarmState.HIT)
@@ -269,7 +298,7 @@ class WarmupService:
         for fingerprint in moved:
             self.restorer.mark_evicted(fingerprint, RewarmReason.FAILOVER)
         if moved:
-            self._spawn(Priority.URGENT, CycleKind.FAILOVER, self.restorer.rewarm_evicted)
+            self.cycles.spawn(Priority.URGENT, CycleKind.FAILOVER, self.restorer.rewarm_evicted)
         return len(moved)
 
     def placements(self) -> list[tuple[str, str]]:
@@ -286,7 +315,7 @@ class WarmupService:
             keys = await self.hot.record_seeds(texts)
             await self.hot.warm(report, RewarmReason.SEED, only=keys)
 
-        return await self._job(Priority.URGENT, CycleKind.SEED, seed)
+        return await self.cycles.run(Priority.URGENT, CycleKind.SEED, seed)
 
     # ----- knowledge-base changes ----------------------------------------------------
 
@@ -295,11 +324,11 @@ class WarmupService:
         self.changes.notify(change)
 
     def _changes_quiet(self) -> None:
-        self._spawn(Priority.CHANGE, CycleKind.KB_CHANGE, self._flush)
+        self.cycles.spawn(Priority.CHANGE, CycleKind.KB_CHANGE, self._flush)
 
     async def flush(self) -> CycleReport:
         """Run detection for every queued change now."""
-        return await self._job(Priority.CHANGE, CycleKind.KB_CHANGE, self._flush)
+        return await self.cycles.run(Priority.CHANGE, CycleKind.KB_CHANGE, self._flush)
 
     async def _catch_up(self, report: CycleReport) -> None:
         if self.settings.strategy.follows_kb:
@@ -316,13 +345,13 @@ class WarmupService:
             if self.settings.strategy.follows_kb:
                 await self.changes.recheck(report)
 
-        return await self._job(Priority.ROUTINE, CycleKind.RECHECK, recheck)
+        return await self.cycles.run(Priority.ROUTINE, CycleKind.RECHECK, recheck)
 
     # ----- periodic jobs -------------------------------------------------------------
 
     async def sweep(self) -> CycleReport:
         """Expired entries: keep (re-warm) the hot ones, retire the others."""
-        return await self._job(Priority.SWEEP, CycleKind.SWEEP, self.sweeper.sweep)
+        return await self.cycles.run(Priority.SWEEP, CycleKind.SWEEP, self.sweeper.sweep)
 
     async def warm_hot(self) -> CycleReport:
         """Warm the contexts of hot (and seed) queries that have no warm entry yet;
@@ -334,34 +363,17 @@ class WarmupService:
             if self.settings.strategy.sends_synthetic:
                 await self.hot.send_synthetic(report)
 
-        return await self._job(Priority.ROUTINE, CycleKind.HOT, hot)
+        return await self.cycles.run(Priority.ROUTINE, CycleKind.HOT, hot)
 
     async def send_synthetic(self) -> CycleReport:
         """Send the batch of generic synthetic requests (prefill only, nothing registered)."""
-        return await self._job(Priority.ROUTINE, CycleKind.SYNTHETIC, self.hot.send_synthetic)
+        return await self.cycles.run(Priority.ROUTINE, CycleKind.SYNTHETIC, self.hot.send_synthetic)
 
     async def run_cycle(self) -> list[CycleReport]:
         """Everything at once (``POST /admin/warmup``): pending changes, TTLs, hot queries."""
         return [await self.flush(), await self.sweep(), await self.warm_hot()]
 
     # ----- jobs ----------------------------------------------------------------------
-
-    async def _job(self, priority: Priority, kind: CycleKind, body: Body) -> CycleReport:
-        """Queue ``body`` as a job of this kind and wait for its report."""
-        report: CycleReport = await self.queue.run(priority, kind, lambda: self._report(kind, body))
-        return report
-
-    def _spawn(
-        self, priority: Priority, kind: CycleKind, body: Body, *, coalesce: bool = True
-    ) -> None:
-        """Queue ``body`` without waiting (``coalesce``: unless a job of this kind is
-        already waiting)."""
-        self.queue.spawn(priority, kind, lambda: self._report(kind, body), coalesce=coalesce)
-
-    async def _report(self, kind: CycleKind, body: Body) -> CycleReport:
-        report = self._reports.begin(kind)
-        await body(report)
-        return self._reports.finish(report)
 
     async def _prune(self) -> None:
         self.sweeper.prune()
@@ -388,6 +400,8 @@ class WarmupService:
         """Stop: no more detection, the job running is cancelled, waiting jobs dropped,
         and what the registry changed is written to SQLite (for a few seconds at most)."""
         self.changes.stop()
+        if self.keeper is not None:
+            await self.keeper.aclose()
         await self.queue.aclose()
         await self.journal.aclose()
 

@@ -47,6 +47,25 @@ class WarmupSettings(BaseModel):
         "(default: the largest prefix the prompt builder produces, at least a quarter of the "
         "context window).",
     )
+    residency: bool = Field(
+        True,
+        description="Follow vLLM's KV-cache events: which warm entries it holds, and re-warm a"
+        " hot one as soon as vLLM evicts it (needs events: WARMRAG_VLLM_KV_EVENTS).",
+    )
+    retouch_share: float = Field(
+        0.05,
+        ge=0,
+        le=1,
+        description="Share of time re-touching hot entries near vLLM's LRU tail may take "
+        "(soft pinning; 0 turns it off).",
+    )
+    retouch_at: float = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="Re-touch a hot entry once vLLM stored this share of its cache's blocks "
+        "since the entry was last used.",
+    )
     document_queries: bool = Field(False, description="Warm a query derived from new documents.")
     detect_interval_s: float = Field(600.0, gt=0, description="Scheduled full re-check.")
     sweep_interval_s: float = Field(60.0, gt=0, description="TTL sweep.")

@@ -10,10 +10,13 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from warmup.budget import WarmBudget
+from warmup.keeper import ResidencyKeeper
 from warmup.models import DeclineReason, WarmEntry
 from warmup.registry import Registry
 from warmup.reports import CycleReport, ReportLog
+from warmup.residency import Residence
 from warmup.restore import Restorer
+from warmup.tracker import ResidencySummary
 
 
 class BudgetView(BaseModel):
@@ -45,6 +48,22 @@ class WarmEntryView(BaseModel):
         description="warm, or why it waits for a re-warm: evicted (vLLM dropped some of "
         "its blocks) or failover (its replica went down)"
     )
+    kv: Residence | None = Field(
+        None,
+        description="What vLLM's KV events say it holds of the warmed blocks: full, partial, "
+        "none or unknown (null: the server publishes no events)",
+    )
+    kv_resident_blocks: int | None = None
+    kv_blocks: int | None = None
+
+
+class ResidencyView(ResidencySummary):
+    """The residency index and what the keeper did with it since start."""
+
+    retouches: int = Field(0, description="Hot entries re-sent near the LRU tail.")
+    retouch_seconds: float = 0.0
+    evicted_rewarms: int = Field(0, description="Hot entries re-warmed on an eviction event.")
+    mispredicted: int = Field(0, description="Chats whose cached tokens the index did not predict.")
 
 
 class WarmupView(BaseModel):
@@ -62,17 +81,38 @@ class WarmupView(BaseModel):
     truncated: int = Field(
         0, description="Contexts since start warmed only up to the per-entry share."
     )
+    residency: ResidencyView | None = Field(
+        None, description="From vLLM's KV events (null: no server publishes them)."
+    )
 
 
-def entry_view(entry: WarmEntry, restorer: Restorer, now: float) -> WarmEntryView:
+def entry_view(
+    entry: WarmEntry, restorer: Restorer, keeper: ResidencyKeeper | None, now: float
+) -> WarmEntryView:
     pending = restorer.pending(entry.fingerprint)
+    kv = keeper.tracker.state(entry.fingerprint) if keeper is not None else None
     return WarmEntryView.model_validate(
         {
             **entry.model_dump(exclude={"messages"}),
             "ttl_s": round(entry.expires_at - now, 1),
             "partial": entry.partial,
             "residency": pending.value if pending else "warm",
+            "kv": kv.state if kv else None,
+            "kv_resident_blocks": kv.resident_blocks if kv else None,
+            "kv_blocks": kv.blocks if kv else None,
         }
+    )
+
+
+def residency_view(keeper: ResidencyKeeper | None) -> ResidencyView | None:
+    if keeper is None:
+        return None
+    return ResidencyView(
+        **keeper.tracker.summary().model_dump(),
+        retouches=keeper.retouches,
+        retouch_seconds=round(keeper.budget.spent_s, 3),
+        evicted_rewarms=keeper.evicted_rewarms,
+        mispredicted=keeper.mispredicted,
     )
 
 
@@ -89,10 +129,11 @@ def describe(
     pending_changes: int,
     warm_requests_sent: int,
     reports: ReportLog,
+    keeper: ResidencyKeeper | None = None,
 ) -> WarmupView:
     now = time.time()
     return WarmupView(
-        entries=[entry_view(e, restorer, now) for e in registry.entries()],
+        entries=[entry_view(e, restorer, keeper, now) for e in registry.entries()],
         warm_tokens=registry.warm_tokens(),
         budget=budget_view(budget),
         pending_changes=pending_changes,
@@ -100,4 +141,5 @@ def describe(
         last_report=reports.last,
         declined=reports.totals.declined,
         truncated=reports.totals.truncated,
+        residency=residency_view(keeper),
     )

@@ -16,6 +16,7 @@ from warmup.metrics import WarmupMetrics
 from warmup.models import DeclineReason, RewarmReason, WarmEntry
 from warmup.registry import Registry
 from warmup.reports import CycleReport
+from warmup.tracker import ResidencyTracker
 
 
 class Warmer:
@@ -84,7 +85,8 @@ class Warmer:
 class EntryWarmer:
     """Prefill execution: sends prefixes through the ``Warmer`` and keeps the registry
     in step with what vLLM now holds (a new entry, or an entry's renewed TTL), counting
-    each prefill in the cycle's report and the metrics."""
+    each prefill in the cycle's report and the metrics; with a ``tracker``, each warmed
+    entry's blocks are filed in its replica's residency index."""
 
     def __init__(
         self,
@@ -97,8 +99,10 @@ class EntryWarmer:
         ttl_s: float,
         kv_usage_threshold: float,
         clock: Callable[[], float],
+        tracker: ResidencyTracker | None = None,
     ) -> None:
         self.warmer = warmer
+        self.tracker = tracker
         self.registry = registry
         self.llm = llm
         self.metrics = metrics
@@ -145,6 +149,7 @@ class EntryWarmer:
             replica=usage.replica,
         )
         self.registry.put_entry(entry)
+        await self._track(entry.fingerprint, prefix, usage, renewed=False)
         self._count(usage, reason, report)
         return entry
 
@@ -165,6 +170,7 @@ class EntryWarmer:
                     }
                 )
             )
+            await self._track(entry.fingerprint, prefix, usage, renewed=True)
         self._count(usage, reason, report)
 
     async def send(self, prefix: PromptPrefix, reason: RewarmReason, report: CycleReport) -> None:
@@ -180,10 +186,24 @@ class EntryWarmer:
     def retire(self, fingerprint: str, report: CycleReport) -> None:
         if self.registry.retire(fingerprint):
             report.retired += 1
+        if self.tracker is not None:
+            self.tracker.untrack(fingerprint)
 
     async def kv_full(self) -> bool:
         """vLLM's KV usage passed the threshold: warming more would evict chats' blocks."""
         return await self.llm.kv_usage() > self.kv_usage_threshold
+
+    async def _track(
+        self, fingerprint: str, prefix: PromptPrefix, usage: Usage, *, renewed: bool
+    ) -> None:
+        """File the warmed blocks in the residency index (an entry warmed again on the
+        same replica has the same blocks: only their use is noted)."""
+        if self.tracker is None:
+            return
+        if renewed and self.tracker.holds(fingerprint, usage.replica):
+            self.tracker.used(fingerprint)
+            return
+        await self.tracker.track(fingerprint, prefix.messages, usage.prompt_tokens, usage.replica)
 
     def _count(self, usage: Usage, reason: RewarmReason, report: CycleReport) -> None:
         report.count_prefill(usage, reason)

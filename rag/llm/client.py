@@ -238,6 +238,10 @@ class VLLMClient:
         body = self._chat_body(messages, max_tokens=1, temperature=0.0, add_generation_prompt=False)
         return _usage_of(await self._post_json("/v1/chat/completions", body, "a prefill"))
 
+    async def prefix_token_ids(self, messages: Sequence[Message]) -> list[int] | None:
+        """The token ids a prefill of ``messages`` sends (None: no ``/tokenize``)."""
+        return None if self._no_tokenize else await self._tokenize(messages)
+
     async def _tokenize(self, messages: Sequence[Message]) -> list[int] | None:
         """The token ids of ``messages`` rendered as a prefix (no generation prompt).
 

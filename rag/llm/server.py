@@ -8,6 +8,7 @@ cache and socket vLLM writes kept inside the data folder.
 from __future__ import annotations
 
 import importlib.util
+import json
 import logging
 import logging.handlers
 import os
@@ -21,6 +22,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import httpx
+
+from rag.llm.block_hashes import HASH_ALGO
+from rag.llm.kv_events import KVEventsEndpoint
 
 log = logging.getLogger(__name__)
 #: The child's own output, line by line, in the service's log stream.
@@ -77,7 +81,9 @@ class VLLMServer:
         log_backups: int = 3,
         extra_args: Sequence[str] = (),
         extra_env: Mapping[str, str] | None = None,
+        kv_events: KVEventsEndpoint | None = None,
     ) -> None:
+        """``kv_events``: publish KV-cache events there (``rag.llm.kv_events``)."""
         self.model_dir = model_dir
         self.served_model_name = served_model_name
         self.host = host
@@ -91,6 +97,7 @@ class VLLMServer:
         self.dtype = dtype
         self.extra_args = list(extra_args)
         self.extra_env = dict(extra_env or {})
+        self.kv_events = kv_events
         self._proc: subprocess.Popen[bytes] | None = None
         self._log_file: Path = work_dir / "vllm.log"
         self._log_max_bytes = log_max_bytes
@@ -113,7 +120,11 @@ class VLLMServer:
             "--enable-prefix-caching" if self.prefix_caching else "--no-enable-prefix-caching",
             "--enable-prompt-tokens-details",
             "--disable-uvicorn-access-log",
+            # Set explicitly: warmup computes the same block hashes (rag.llm.block_hashes).
+            "--prefix-caching-hash-algo", HASH_ALGO,
         ]  # fmt: skip
+        if self.kv_events is not None:
+            cmd += ["--kv-events-config", json.dumps(self.kv_events.server_config())]
         if self.enforce_eager:
             cmd.append("--enforce-eager")
         return cmd + self.extra_args  # the operator's flags last: they win

@@ -21,12 +21,15 @@ from rag.chat.retriever import Retriever
 from rag.knowledge.base import KnowledgeBase
 from rag.knowledge.embedding import Embedder
 from rag.knowledge.models import ChangeSet, DocumentIn
-from tests.fakes import FakeEngine, tokens_of
+from rag.llm.kv_events import KVEventsEndpoint, KVEventSubscriber
+from tests.fakes import FakeEngine, FakeHasher, apply_fake_batch, tokens_of
 from warmup.budget import ChatShape
 from warmup.models import WarmEntry
+from warmup.residency import ResidencyIndex
 from warmup.service import WarmupService
 from warmup.settings import WarmupSettings
 from warmup.store import WarmupStore
+from warmup.tracker import ResidencyTracker
 from warmup.warmer import Warmer
 
 
@@ -106,11 +109,30 @@ class Rig:
         await anyio.to_thread.run_sync(self.kb.close)
 
 
+def fake_residency(engine: FakeEngine) -> ResidencyTracker:
+    """A residency tracker fed by ``engine``'s KV events, as the runtime wires one per
+    vLLM server (here the events are delivered on the loop, not a thread)."""
+    index = ResidencyIndex()
+    tracker = ResidencyTracker(engine.prefix_token_ids, FakeHasher)
+    tracker.attach(None, index)
+    engine.events = KVEventSubscriber(
+        KVEventsEndpoint("inproc://fake"), index, decode=lambda batch: batch,
+        apply=apply_fake_batch,
+    )  # fmt: skip
+    return tracker
+
+
 async def make_rig(
-    folder: Path, embedder: Embedder, engine: FakeEngine | None = None, **settings: Any
+    folder: Path,
+    embedder: Embedder,
+    engine: FakeEngine | None = None,
+    *,
+    events: bool = False,
+    **settings: Any,
 ) -> Rig:
     """The warmup layer on ``folder`` (a second rig on the same folder is a restart),
-    opened and started. ``settings``: ``WarmupSettings`` fields."""
+    opened and started. ``events``: the engine publishes KV events to a residency
+    index. ``settings``: ``WarmupSettings`` fields."""
     engine = engine or FakeEngine(num_blocks=4096)
     now = [1_000_000.0]
     kb = KnowledgeBase(
@@ -134,6 +156,7 @@ async def make_rig(
         top_k=3,
         chat_shape=ChatShape(4096, PromptShape(passages=3, passage_wordpieces=200, triples=3), 8),
         memo=memo,
+        tracker=fake_residency(engine) if events else None,
         clock=lambda: now[0],
     )
     chat = ChatEngine(
