@@ -13,10 +13,12 @@ from typing import Any, TypeVar, Unpack
 
 import anyio
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 from pydantic import BaseModel, TypeAdapter
 
 from api.config import Settings
 from api.main import create_app
+from api.residency import child_endpoint
 from api.schemas import ChatResponse
 from api.server import ThreadedServer, free_port
 from api.stores import build_knowledge
@@ -34,6 +36,9 @@ from warmup.reports import CycleReport
 from warmup.view import BudgetView
 
 MODEL_NAME = "SmolLM2-135M-Instruct"
+#: The KV-event endpoints (``PUBLISH|REPLAY``) of the vLLM children this process
+#: started, by URL: services on them follow the events as the embedded default does.
+_KV_EVENTS: dict[str, str] = {}
 TOKEN = "bench-token"
 T = TypeVar("T")
 _CYCLES = TypeAdapter(list[CycleReport])
@@ -52,11 +57,14 @@ def vllm(
     Its compile cache lives in ``data/cache/bench-vllm`` so later starts reuse it."""
     model = ensure_chat_model(REPO / "data" / "models" / MODEL_NAME)
     plan = plan_for(CpuFeatures.read(), enforce_eager=enforce_eager or None)
+    work_dir = REPO / "data" / "cache" / "bench-vllm"
+    events = child_endpoint(work_dir)
     server = VLLMServer(
         model,
         MODEL_NAME,
         free_port(),
-        REPO / "data" / "cache" / "bench-vllm",
+        work_dir,
+        kv_events=events,
         kv_cache_gib=kv_cache_gib,
         enforce_eager=plan.enforce_eager,
         dev_mode=True,
@@ -72,8 +80,11 @@ def vllm(
             f"vLLM ready in {time.perf_counter() - started:.0f} s (KV {kv_cache_gib} GiB, "
             f"prefix caching {'on' if prefix_caching else 'off'})"
         )
+        if events is not None:
+            _KV_EVENTS[server.url] = f"{events.publish}|{events.replay}"
         yield server.url
     finally:
+        _KV_EVENTS.pop(server.url, None)
         server.stop()
 
 
@@ -170,6 +181,7 @@ def service(vllm_url: str, data_dir: Path, **overrides: Unpack[Overrides]) -> It
         "max_tokens": 2,  # TTFT is the measure; a longer answer only slows the run
         "served_model_name": MODEL_NAME,
         "warmup_debounce_s": 3600.0,  # the benchmark decides when detection runs
+        "vllm_kv_events_endpoints": _KV_EVENTS.get(vllm_url),
         **overrides,
     }
     server = ThreadedServer(create_app(Settings(**values), embedder=shared_embedder()))
@@ -236,6 +248,22 @@ def _with_client(vllm_url: str, call: Callable[[VLLMClient], Awaitable[T]]) -> T
 def reset_prefix_cache(vllm_url: str) -> None:
     """Empty vLLM's prefix cache, as a restarted vLLM's would be."""
     _with_client(vllm_url, lambda c: c.reset_prefix_cache())
+
+
+def engine_busy_s(vllm_url: str) -> float:
+    """Seconds vLLM spent on requests since it started (the sum of its end-to-end
+    request latencies: chats, prefills and re-touches alike)."""
+
+    async def read(client: VLLMClient) -> float:
+        text = await client.metrics_text()
+        return sum(
+            sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+            if sample.name == "vllm:e2e_request_latency_seconds_sum"
+        )
+
+    return _with_client(vllm_url, read)
 
 
 def kv_usage(vllm_url: str) -> float:

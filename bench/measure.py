@@ -50,6 +50,8 @@ class RequestRecord(Record):
     first_sight: bool = False
     context_reused: bool = False
     prefix_tokens: int | None = None
+    #: How warmup saw it: hit, partial, evicted (a registered entry) or cold.
+    warm_state: str | None = None
 
     @property
     def warm_tokens(self) -> int:
@@ -74,6 +76,7 @@ class RequestRecord(Record):
             first_sight=first_sight,
             context_reused=reply.timings.context_reused,
             prefix_tokens=reply.cache.prefix_tokens,
+            warm_state=reply.cache.warm_state.value,
         )
 
 

@@ -42,6 +42,7 @@ class WarmupState(Record):
     warm_tokens: int
     kv_capacity_tokens: int | None
     budget_tokens: int | None = None  # given where the strategy runs a warmup layer
+    retouch_s: float | None = None  # re-touch request time (soft pinning), where it runs
 
 
 class Cycle(Record):
@@ -168,6 +169,24 @@ class Skipped(Record):
     skipped: str
 
 
+class HotSet(Record):
+    """One run of the hot-set scenario (``bench.pressure``): how the requests to the
+    hot set fared, and what keeping it cost."""
+
+    n: int  # requests to the hot set
+    hits: int
+    hit_share: float
+    ttft_p99_ms: float  # of the hot requests
+    all_ttft_p99_ms: float  # of every request
+    all_ttft_p99_ratio: float  # against LRU alone's
+    all_hit_share: float
+    #: Engine time re-touches took, and all of vLLM's request time in the stream.
+    retouch_s: float = 0.0
+    engine_busy_s: float = 0.0
+    retouch_share: float = 0.0
+    evicted_rewarms: int = 0  # re-warms queued by an eviction event
+
+
 class PressureResult(Record):
     """Strategies 1 and 4 on a vLLM whose KV cache is smaller than the working set."""
 
@@ -175,3 +194,4 @@ class PressureResult(Record):
     budget_share: float
     strategies: dict[str, StrategyResult]
     description: str
+    hot_set: dict[str, HotSet] = Field(default_factory=dict)

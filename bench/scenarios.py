@@ -81,6 +81,7 @@ def warmup_state(svc: Service, strategy: Strategy, vllm_url: str) -> WarmupState
         warm_tokens=registry.warm_tokens,
         kv_capacity_tokens=registry.budget.capacity_tokens,
         budget_tokens=registry.budget.max_tokens,
+        retouch_s=svc.metric("warmrag_warmup_retouch_seconds_total"),
     )
 
 

@@ -21,6 +21,9 @@ class Overrides(TypedDict, total=False):
     warmup_enabled: bool
     warmup_strategy: str
     warmup_document_queries: bool
+    warmup_document_query_source: str
+    warmup_residency: bool
+    warmup_retouch_share: float
     warmup_budget_share: float
     passage_window_tokens: int
     prefix_block_align: bool

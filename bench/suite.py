@@ -34,21 +34,17 @@ from bench.embedded_index import run_embedded_index
 from bench.harness import vllm
 from bench.machine import this_machine
 from bench.paths import REPO, bench_dir
+from bench.pressure import PRESSURE_KV_GIB, run_pressure
 from bench.real_records import RealResult
 from bench.real_section import run_ingest_rate, run_real
 from bench.report import write_report
 from bench.scale import run_scale
-from bench.scenario_records import PressureResult, ScenarioConfig, Skipped, StrategyResult
+from bench.scenario_records import ScenarioConfig, Skipped
 from bench.scenarios import build_template, measure_floor, run_strategy
-from bench.strategies import OURS, PLAIN, STRATEGIES, Overrides, Strategy
+from bench.strategies import STRATEGIES
 from bench.suite_records import RunMeta, SectionFailure, SuiteResults
 from bench.workload import Workload, WorkloadSpec
 
-PRESSURE_KV_GIB = 1
-# The seed's tiers give no warm budget below 4 GiB; the pressure run sets the 4-16 GiB
-# share explicitly so the planner has something to choose.
-PRESSURE_BUDGET_SHARE = 0.3
-PRESSURE_ZIPF_S = 0.9
 SECTIONS = ("scale", "index", "main", "no-cache", "pressure", "real")
 #: The real corpus's vLLM: its ~1.3k-token contexts for ~100 asked sections need a larger
 #: cache than the towns' (at float32, 12 GiB hold ~280k tokens; the warm budget's tier
@@ -187,7 +183,9 @@ def no_cache_section(run: SectionRun) -> None:
 
 
 def pressure_section(run: SectionRun) -> None:
-    run.results.pressure = run_pressure(run.args, run.eager, run.workload, run.config, run.work)
+    run.results.pressure = run_pressure(
+        run.args, run.eager, run.workload, run.config, run.work, vllm_for, log
+    )
 
 
 def real_section(run: SectionRun) -> None:
@@ -302,45 +300,6 @@ def record_outcome(meta: RunMeta, outcome: SectionsOutcome) -> None:
     if outcome.failed:
         meta.failed_sections = list(outcome.failed)
         log(f"failed: {', '.join(f.section for f in outcome.failed)}; writing the report")
-
-
-def run_pressure(
-    args: argparse.Namespace,
-    eager: bool,
-    workload: Workload,
-    config: ScenarioConfig,
-    work: Path,
-) -> PressureResult | Skipped:
-    if args.vllm_url and not args.vllm_url_small:
-        return Skipped(skipped="no --vllm-url-small")
-    # A flatter stream over more towns than the main runs, all of them asked about, so
-    # the contexts asked exceed the cache; only those towns are ingested.
-    towns = 45 if args.quick else 300
-    small = Workload(
-        replace(workload.spec, towns=towns, question_towns=towns, zipf_s=PRESSURE_ZIPF_S)
-    )
-    settings: Overrides = {**OURS.settings, "warmup_budget_share": PRESSURE_BUDGET_SHARE}
-    ours = Strategy(OURS.number, OURS.name, settings)
-    strategies: dict[str, StrategyResult] = {}
-    with vllm_for(args.vllm_url_small, eager, kv_cache_gib=PRESSURE_KV_GIB) as url:
-        for strategy in (PLAIN, ours):
-            log(f"pressure: strategy {strategy.label}")
-            strategies[strategy.slug] = run_strategy(
-                strategy, url, work / "pressure", small, config, log, restart=False, change=False
-            )
-    steady = strategies[ours.slug].steady.after_stream
-    return PressureResult(
-        kv_cache_gib=PRESSURE_KV_GIB,
-        budget_share=PRESSURE_BUDGET_SHARE,
-        strategies=strategies,
-        description=(
-            f"vLLM with a {PRESSURE_KV_GIB} GiB KV cache ({steady.kv_capacity_tokens} tokens) "
-            f"serving {len(small.questions)} questions about {len(small.towns)} towns (Zipf "
-            f"s={PRESSURE_ZIPF_S}, {len(small.steady)} requests); strategy 4 "
-            f"with a warm budget of {PRESSURE_BUDGET_SHARE:.0%} set explicitly (the seed's tiers "
-            "give none below 4 GiB). Plain LRU (strategy 1) against the planner plus LRU."
-        ),
-    )
 
 
 def exit_status(outcome: RunOutcome) -> int:

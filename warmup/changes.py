@@ -31,6 +31,7 @@ from warmup.hot import HotWarmup
 from warmup.jobs import JobQueue
 from warmup.metrics import WarmupMetrics
 from warmup.models import RewarmReason
+from warmup.predict import DocumentQuerySource, predicted_questions
 from warmup.registry import Persist, Registry
 from warmup.reports import CycleReport
 from warmup.warmer import EntryWarmer
@@ -52,6 +53,7 @@ class ChangeHandler:
         follows_kb: bool,
         debounce_s: float,
         document_queries: bool,
+        query_source: DocumentQuerySource = DocumentQuerySource.HEADINGS,
         on_quiet: Callable[[], None],
         persist: Persist,
         clock: Callable[[], float],
@@ -70,6 +72,7 @@ class ChangeHandler:
         self.follows_kb = follows_kb
         self.debounce_s = debounce_s
         self.document_queries = document_queries
+        self.query_source = query_source
         self.on_quiet = on_quiet
         self.persist = persist
         self.clock = clock
@@ -204,21 +207,19 @@ class ChangeHandler:
                 self.warmer.retire(fingerprint, report)
 
     async def _seed_from_documents(self, changes: Sequence[ChangeSet]) -> set[str]:
-        """A question each new or updated document predicts: its first sentence, as a
-        seed query. Returns their keys."""
+        """The questions each new or updated document predicts (``warmup.predict``), as
+        seed queries. Returns their keys."""
         doc_ids = sorted({d for c in changes for d in c.added + c.updated})
-        texts = await anyio.to_thread.run_sync(self._first_sentences, doc_ids)
+        texts = await anyio.to_thread.run_sync(self._predicted, doc_ids)
         if not texts:
             return set()
         # A guess, not a sighting: it ranks below any question users really asked.
         return await self.hot.record_seeds(texts, weight=0.0)
 
-    def _first_sentences(self, doc_ids: Sequence[str]) -> list[str]:
-        texts = []
+    def _predicted(self, doc_ids: Sequence[str]) -> list[str]:
+        texts: list[str] = []
         for doc_id in doc_ids:
-            chunks = self.kb.chunk_texts(doc_id)
-            if chunks and (sentence := first_sentence(chunks[0][1])):
-                texts.append(sentence)
+            texts += predicted_questions(self.kb.chunks(doc_id), self.query_source)
         return texts
 
     def stop(self) -> None:
@@ -226,10 +227,3 @@ class ChangeHandler:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-
-
-def first_sentence(text: str) -> str:
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
-    prose = " ".join(lines)
-    end = prose.find(". ")
-    return (prose[: end + 1] if end > 0 else prose)[:300]

@@ -112,9 +112,8 @@ class ResidencyKeeper:
         """A chat on a registered entry: check the index's prediction against what vLLM
         served (``warm_part_cached``: all its warmed blocks came from cache), then
         note the use (its blocks are resident and the most recent now)."""
-        residency = self.tracker.state(fingerprint)
-        state = residency.state if residency is not None else Residence.UNKNOWN
-        if state is not Residence.UNKNOWN and (state is Residence.FULL) != warm_part_cached:
+        lost = self.tracker.lost_since_use(fingerprint)
+        if lost is not None and lost == warm_part_cached:
             self.mispredicted += 1
             self.metrics.mispredictions.inc()
         self.tracker.used(fingerprint)
@@ -122,8 +121,9 @@ class ResidencyKeeper:
     # ----- eviction --------------------------------------------------------------------
 
     def _evicted_from_thread(self, fingerprints: set[str]) -> None:
-        if self._loop is not None and not self._loop.is_closed():
-            self._loop.call_soon_threadsafe(self.evicted, fingerprints)
+        if self._loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile (shutdown)
+                self._loop.call_soon_threadsafe(self.evicted, fingerprints)
 
     def evicted(self, fingerprints: set[str]) -> int:
         """vLLM evicted a block of each of ``fingerprints``: queue the hot ones' re-warm

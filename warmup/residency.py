@@ -63,6 +63,9 @@ class ResidencyIndex:
         self._blocks: dict[str, tuple[int, ...]] = {}
         self._owners: dict[int, set[str]] = {}
         self._last_use: dict[str, int] = {}
+        #: Entries that lost a block, or whose state became unknown, since last used.
+        self._lost: set[str] = set()
+        self._unsure: set[str] = set()
         #: Blocks vLLM stored since start: the LRU clock.
         self.stored_total = 0
         self.removed_total = 0
@@ -88,6 +91,7 @@ class ResidencyIndex:
                 self._uncertain.discard(h)
                 hit |= self._owners.get(h, set())
             self.removed_total += len(hashes)
+            self._lost |= hit
         if hit and self.on_evicted is not None:
             self.on_evicted(hit)
 
@@ -96,12 +100,14 @@ class ResidencyIndex:
         with self._lock:
             self._resident.clear()
             self._uncertain.clear()
+            self._lost |= set(self._blocks)
 
     def unknown(self, reason: str = "") -> None:
         """Events were lost: what was resident may since have been evicted."""
         with self._lock:
             self._uncertain |= self._resident
             self._resident.clear()
+            self._unsure |= set(self._blocks)
             self.unknown_total += 1
 
     # ----- warm entries (the event loop) ----------------------------------------------
@@ -157,6 +163,16 @@ class ResidencyIndex:
                 state = Residence.PARTIAL if lead else Residence.NONE
             return EntryResidency(state, lead, len(blocks), age)
 
+    def lost_since_use(self, fingerprint: str) -> bool | None:
+        """Whether vLLM dropped a block of ``fingerprint`` since a request last used it:
+        the index's prediction that the next chat on it misses (None: unknown, events
+        were lost meanwhile). Taken from evictions, not from the blocks' state, so the
+        chat's own recomputation (stored while it runs) does not hide the miss."""
+        with self._lock:
+            if fingerprint not in self._blocks or fingerprint in self._unsure:
+                return None
+            return fingerprint in self._lost
+
     def pressure(self, fingerprint: str) -> float:
         """How near the LRU tail the entry is: its age as a share of the cache (0: just
         used; 1: a full cache's worth of blocks was stored since)."""
@@ -199,6 +215,8 @@ class ResidencyIndex:
         self._resident.update(blocks)
         self._uncertain.difference_update(blocks)
         self._last_use[fingerprint] = self.stored_total
+        self._lost.discard(fingerprint)
+        self._unsure.discard(fingerprint)
 
     def _forget(self, fingerprint: str) -> None:
         for h in self._blocks.pop(fingerprint, ()):
@@ -208,3 +226,5 @@ class ResidencyIndex:
                 if not owners:
                     del self._owners[h]
         self._last_use.pop(fingerprint, None)
+        self._lost.discard(fingerprint)
+        self._unsure.discard(fingerprint)

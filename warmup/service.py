@@ -128,6 +128,7 @@ class WarmupService:
             follows_kb=s.strategy.follows_kb,
             debounce_s=s.debounce_s,
             document_queries=s.document_queries,
+            query_source=s.document_query_source,
             on_quiet=self._changes_quiet,
             persist=self._persist,
             clock=self._now,
@@ -152,21 +153,11 @@ class WarmupService:
             clock=self._now,
         )
         self.keeper = (
-            ResidencyKeeper(
-                tracker,
-                self.registry,
-                self.heat,
-                self.restorer,
-                self.entries,
-                metrics,
-                self.cycles.spawn,
-                retouch_at=s.retouch_at,
-                retouch_share=s.retouch_share,
-                clock=self._now,
-            )
-            if tracker is not None
-            else None
-        )
+            ResidencyKeeper(tracker, self.registry, self.heat, self.restorer, self.entries,
+                            metrics, self.cycles.spawn, retouch_at=s.retouch_at,
+                            retouch_share=s.retouch_share, clock=self._now)
+            if tracker is not None else None
+        )  # fmt: skip
 
     # ----- state ---------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from warmup.models import SYNTHETIC_QUERIES, WarmupStrategy
+from warmup.predict import DocumentQuerySource
 
 
 class WarmupSettings(BaseModel):
@@ -66,7 +67,14 @@ class WarmupSettings(BaseModel):
         description="Re-touch a hot entry once vLLM stored this share of its cache's blocks "
         "since the entry was last used.",
     )
-    document_queries: bool = Field(False, description="Warm a query derived from new documents.")
+    document_queries: bool = Field(
+        False, description="Warm questions predicted from new documents (first sight)."
+    )
+    document_query_source: DocumentQuerySource = Field(
+        DocumentQuerySource.HEADINGS,
+        description="headings: each document's title and section headings; first_sentence: "
+        "its first sentence (docs/warmup.md#first-sight).",
+    )
     detect_interval_s: float = Field(600.0, gt=0, description="Scheduled full re-check.")
     sweep_interval_s: float = Field(60.0, gt=0, description="TTL sweep.")
     hot_interval_s: float = Field(120.0, gt=0, description="Hot-query warmup.")

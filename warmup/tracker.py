@@ -124,6 +124,12 @@ class ResidencyTracker:
                 return residency
         return None
 
+    def lost_since_use(self, fingerprint: str) -> bool | None:
+        for index in self.indexes.values():
+            if (lost := index.lost_since_use(fingerprint)) is not None:
+                return lost
+        return None
+
     def pressure(self, fingerprint: str) -> float:
         return max((i.pressure(fingerprint) for i in self.indexes.values()), default=0.0)
 

@@ -486,11 +486,25 @@ async function loadRegistry() {
         }),
         el("td", { class: "num", text: duration(e.ttl_s) }),
         el("td", { class: "num", text: e.hits }),
-        el("td", { text: e.replica ? `${e.residency} on ${e.replica}` : e.residency }),
+        el("td", { text: residencyText(e) }),
       );
     });
   fill($("registry").tBodies[0], rows, "Nothing is warm yet.", 6);
+  const kv = reg.residency;
+  $("registry-residency").textContent = kv
+    ? `vLLM holds (from its KV events): ${Object.entries(kv.entries).map(([s, n]) => `${number(n)} ${s}`).join(" · ")}` +
+      ` · ${count(kv.retouches, "re-touch", "re-touches")} · ${count(kv.evicted_rewarms, "re-warm")} on eviction` +
+      (kv.unknown_periods ? ` · events lost ${kv.unknown_periods}×` : "")
+    : "vLLM publishes no KV events: residency is inferred from chats.";
   return reg;
+}
+
+// "warm", or why it waits; with KV events, how much of it vLLM holds.
+function residencyText(e) {
+  const where = e.replica ? `${e.residency} on ${e.replica}` : e.residency;
+  if (!e.kv) return where;
+  const held = e.kv === "partial" ? `partial (${e.kv_resident_blocks} of ${e.kv_blocks} blocks)` : e.kv;
+  return `${where}; vLLM: ${held}`;
 }
 
 function declinedText(reports) {

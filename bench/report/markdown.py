@@ -207,6 +207,17 @@ def _pressure_markdown(pressure: PressureResult | Skipped | None) -> list[str]:
                 for s in pressure.strategies.values()
             ],
         )
+        if pressure.hot_set:
+            lines += ["The hot set among cold traffic:", ""]
+            lines += _table(
+                ["run", "hot requests", "hot hits", "hot TTFT p99 ms", "all TTFT p99 ms",
+                 "p99 vs LRU", "re-touch share of engine time", "re-warms on eviction"],
+                [
+                    [key, h.n, f"{h.hits} ({h.hit_share:.0%})", h.ttft_p99_ms, h.all_ttft_p99_ms,
+                     h.all_ttft_p99_ratio, f"{h.retouch_share:.1%}", h.evicted_rewarms]
+                    for key, h in pressure.hot_set.items()
+                ],
+            )  # fmt: skip
     return lines
 
 

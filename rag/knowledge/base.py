@@ -26,6 +26,7 @@ from llama_index.core.vector_stores.types import VectorStoreQuery
 from llama_index.vector_stores.qdrant import QdrantVectorStore
 from qdrant_client import QdrantClient
 
+from rag.knowledge.chunking import HEADING_PATH_KEY
 from rag.knowledge.commit import CommitStrategy, EmbeddedCommit, require_open
 from rag.knowledge.embedding import Embedder
 from rag.knowledge.faults import checkpoint
@@ -65,6 +66,9 @@ class StoredChunk:
     chunk_id: str
     text: str
     start: int | None
+    #: The section it is in ("Guide > Merging"), and its document's title, where known.
+    heading_path: str | None = None
+    title: str | None = None
 
 
 class DocumentNotFoundError(KeyError):
@@ -189,7 +193,16 @@ class KnowledgeBase:
         with self._lock:
             nodes = self._state.docstore.get_nodes(self.chunk_ids(doc_id), raise_error=False)
         nodes.sort(key=lambda n: n.metadata.get(CHUNK_INDEX_KEY, 0))
-        return [StoredChunk(n.node_id, _text(n), getattr(n, "start_char_idx", None)) for n in nodes]
+        return [
+            StoredChunk(
+                n.node_id,
+                _text(n),
+                getattr(n, "start_char_idx", None),
+                n.metadata.get(HEADING_PATH_KEY) or None,
+                n.metadata.get("title") or None,
+            )
+            for n in nodes
+        ]
 
     def _collection_exists(self) -> bool:
         return bool(self.client.collection_exists(self._collection))

@@ -86,3 +86,20 @@ def test_unrelated_document_mentions_no_town() -> None:
 def test_bad_spec_is_refused() -> None:
     with pytest.raises(ValueError, match="question_towns"):
         Workload(WorkloadSpec(towns=10, question_towns=20))
+
+
+def test_the_hot_set_stream_mixes_seeded_questions_into_cold_ones_about_other_towns() -> None:
+    from dataclasses import replace as _replace
+
+    from bench.pressure import HOT_SHARE, HOT_TOWNS, hot_stream, pressure_workload
+    from bench.workload import WorkloadSpec
+
+    workload = pressure_workload(_replace(WorkloadSpec.quick()), quick=True)
+    hot, stream = hot_stream(workload, 400)
+    assert len(set(hot)) == HOT_TOWNS
+    share = sum(q in hot for q in stream) / len(stream)
+    assert abs(share - HOT_SHARE) < 0.07
+    hot_towns = {t.slug for t in workload.question_towns if t.questions()[0] in hot}
+    cold = [q for q in stream if q not in hot]
+    assert not any(q in t.questions() for t in workload.question_towns if t.slug in hot_towns
+                   for q in cold)  # fmt: skip

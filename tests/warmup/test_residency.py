@@ -44,6 +44,20 @@ def test_an_entry_is_full_partial_none_or_unknown_as_the_events_say() -> None:
     assert index.state("a") is None and index.tracked() == []
 
 
+def test_a_miss_is_predicted_from_evictions_since_the_entry_was_last_used() -> None:
+    index = ResidencyIndex(block_size=4, capacity_blocks=10)
+    index.track("a", [1, 2])
+    assert index.lost_since_use("a") is False
+    index.removed([2])
+    index.stored([2])  # the chat that misses recomputes it while it runs
+    assert index.lost_since_use("a") is True  # still the miss it was
+    index.used("a")
+    assert index.lost_since_use("a") is False
+    index.unknown()
+    assert index.lost_since_use("a") is None  # unknown: no prediction
+    assert index.lost_since_use("b") is None
+
+
 def test_the_index_predicts_cached_tokens_by_leading_resident_blocks() -> None:
     index = ResidencyIndex(block_size=4, capacity_blocks=10)
     index.stored([1, 2, 4])

@@ -60,3 +60,17 @@ def test_child_output_joins_the_service_log(
     lines = [r.getMessage() for r in caplog.records if r.name == "vllm"]
     assert lines == ["INFO engine ready", "second line"]
     assert server.tail(2) == "INFO engine ready\nsecond line"
+
+
+def test_the_child_publishes_kv_events_and_names_its_hash_algorithm(tmp_path: Path) -> None:
+    import json
+
+    from rag.llm.kv_events import KVEventsEndpoint
+
+    events = KVEventsEndpoint("ipc:///x/kv-events.sock", "ipc:///x/kv-replay.sock")
+    cmd = VLLMServer(tmp_path, "m", 1, tmp_path, kv_events=events).command()
+    assert cmd[cmd.index("--prefix-caching-hash-algo") + 1] == "sha256_cbor"
+    config = json.loads(cmd[cmd.index("--kv-events-config") + 1])
+    assert config["enable_kv_cache_events"] is True and config["publisher"] == "zmq"
+    assert config["endpoint"] == events.publish and config["replay_endpoint"] == events.replay
+    assert "--kv-events-config" not in VLLMServer(tmp_path, "m", 1, tmp_path).command()
