@@ -22,6 +22,7 @@ import random
 import shutil
 import statistics
 import sys
+from collections import Counter
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import replace
@@ -90,17 +91,22 @@ def hot_stream(workload: Workload, length: int, seed: int = 5) -> tuple[list[str
 
 
 def run_hot_set(
-    url: str, work: Path, workload: Workload, length: int, log: Log
+    url: str,
+    work: Path,
+    workload: Workload,
+    length: int,
+    log: Log,
+    runs: dict[str, Overrides] = HOT_RUNS,
 ) -> dict[str, HotSet]:
-    """The three runs of the hot-set scenario, each on a copy of one ingested corpus,
-    from an emptied cache."""
+    """The runs of the hot-set scenario, each on a copy of one ingested corpus, from an
+    emptied cache (the first is the baseline of the TTFT ratio)."""
     template = work / "hot-template"
     build_template(url, template, workload, log)
     hot, stream = hot_stream(workload, length)
     hot_keys = {normalize_query(q) for q in hot}
     baseline_p99 = None
     out: dict[str, HotSet] = {}
-    for name, settings in HOT_RUNS.items():
+    for name, settings in runs.items():
         data = work / f"hot-{name}"
         shutil.copytree(template, data)
         reset_prefix_cache(url)
@@ -113,7 +119,8 @@ def run_hot_set(
             busy = engine_busy_s(url) - before
             retouch = svc.metric("warmrag_warmup_retouch_seconds_total")
             evicted = svc.metric('warmrag_rewarm_total{reason="kv_evicted"}')
-        picked = [r for r in records if normalize_query(r.question) in hot_keys]
+        positions = [i for i, r in enumerate(records) if normalize_query(r.question) in hot_keys]
+        picked = [records[i] for i in positions]
         hits = sum(r.hit for r in picked)
         all_p99 = p99([r.ttft_ms for r in records])
         baseline_p99 = baseline_p99 or all_p99
@@ -129,6 +136,8 @@ def run_hot_set(
             engine_busy_s=round(busy, 1),
             retouch_share=round(retouch / busy, 4) if busy else 0.0,
             evicted_rewarms=int(evicted),
+            hot_states=dict(Counter(r.warm_state or "none" for r in picked)),
+            hot_misses_at=[i for i in positions if not records[i].hit],
         )
         log(f"  hot set, {name}: {out[name].to_json()}")
     return out
@@ -188,7 +197,12 @@ def main(argv: list[str] | None = None) -> None:
     """The hot-set scenario alone: ``python -m bench.pressure [--quick]``."""
     parser = argparse.ArgumentParser(description="The hot set under KV-cache pressure.")
     parser.add_argument("--quick", action="store_true", help="45 towns, 150 requests")
+    parser.add_argument("--runs", default=",".join(HOT_RUNS), help="which runs, in order")
+    parser.add_argument("--retouch-at", type=float, default=None, help="for the warmup runs")
     args = parser.parse_args(argv)
+    runs = {name: HOT_RUNS[name] for name in args.runs.split(",")}
+    if args.retouch_at is not None:
+        runs = {n: {**o, "warmup_retouch_at": args.retouch_at} for n, o in runs.items()}
     spec = WorkloadSpec.quick() if args.quick else WorkloadSpec.full()
     workload = pressure_workload(spec, args.quick)
     try:
@@ -196,7 +210,7 @@ def main(argv: list[str] | None = None) -> None:
             bench_dir("pressure-") as work,
             vllm(kv_cache_gib=PRESSURE_KV_GIB, enforce_eager=True) as url,
         ):
-            hot = run_hot_set(url, work, workload, 150 if args.quick else 300, print)
+            hot = run_hot_set(url, work, workload, 150 if args.quick else 300, print, runs)
     except Exception as exc:  # a failed benchmark exits non-zero
         print(f"pressure failed: {exc!r}", file=sys.stderr)
         raise SystemExit(1) from exc

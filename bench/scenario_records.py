@@ -185,6 +185,10 @@ class HotSet(Record):
     engine_busy_s: float = 0.0
     retouch_share: float = 0.0
     evicted_rewarms: int = 0  # re-warms queued by an eviction event
+    #: The hot requests by how warmup saw them (hit, partial, evicted, cold) and, for
+    #: each miss, its position in the stream.
+    hot_states: dict[str, int] = Field(default_factory=dict)
+    hot_misses_at: list[int] = Field(default_factory=list)
 
 
 class PressureResult(Record):

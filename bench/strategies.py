@@ -24,6 +24,7 @@ class Overrides(TypedDict, total=False):
     warmup_document_query_source: str
     warmup_residency: bool
     warmup_retouch_share: float
+    warmup_retouch_at: float
     warmup_budget_share: float
     passage_window_tokens: int
     prefix_block_align: bool

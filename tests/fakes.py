@@ -96,6 +96,7 @@ class FakeEngine:
     #: Send this malformed payload instead of the first delta.
     malformed: str | None = None
     prefills: list[list[str]] = field(default_factory=list)
+    touches: list[list[str]] = field(default_factory=list)  # prefills sent as re-touches
     chats: list[list[str]] = field(default_factory=list)
     release: asyncio.Event = field(default_factory=asyncio.Event)
     _blocks: OrderedDict[int, None] = field(default_factory=OrderedDict)
@@ -202,10 +203,13 @@ class FakeEngine:
         *,
         max_prompt_tokens: int | None = None,
         prefix_key: str | None = None,
+        touch: bool = False,
     ) -> Usage:
         self._check_up()
-        whole = tokens_of(messages, generation_prompt=False)
-        tokens = whole[:max_prompt_tokens]
+        whole = tokens_of(messages, generation_prompt=touch)
+        tokens = whole[: None if max_prompt_tokens is None else max_prompt_tokens + int(touch)]
+        if touch:
+            self.touches.append(tokens)
         self.prefills.append(tokens)
         await asyncio.sleep(self.prefill_delay_s)
         usage = self._run(tokens)

@@ -9,10 +9,12 @@ recently used one when a new block is needed. With the residency index
   work, instead of waiting for a chat to find it cold.
 - **Soft pinning.** A hot entry whose age (blocks vLLM stored since a request last
   used it) passes ``retouch_at`` of the cache is *re-touched*: its prefix is sent
-  again. Fully cached, that costs vLLM one token's compute, and moves its blocks to
-  the LRU's far end. Re-touches take at most ``retouch_share`` of the time (the
-  engine time each re-touch request took, against the time since start) and stop
-  while vLLM's KV usage is past the warmup threshold.
+  again. Fully cached, that costs vLLM a few tokens' compute, and moves its blocks to
+  the LRU's far end. Re-touches take at most ``retouch_share`` of the time (the time
+  each re-touch request itself took, not its wait for a prefill in flight: counted
+  with the wait, the first re-touches on the hot-set benchmark used up the budget and
+  the entries then fell off the tail at 0.8 of the cache) and stop while vLLM's KV
+  usage is past the warmup threshold.
 """
 
 from __future__ import annotations
@@ -88,6 +90,7 @@ class ResidencyKeeper:
         self.retouches = 0
         self.evicted_rewarms = 0
         self.mispredicted = 0
+        self._warned_silent = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -117,6 +120,10 @@ class ResidencyKeeper:
             self.mispredicted += 1
             self.metrics.mispredictions.inc()
         self.tracker.used(fingerprint)
+
+    def update_gauges(self) -> None:
+        for state, count in self.tracker.summary().entries.items():
+            self.metrics.resident_entries.labels(state.value).set(count)
 
     # ----- eviction --------------------------------------------------------------------
 
@@ -157,10 +164,26 @@ class ResidencyKeeper:
                 out.append(fp)
         return out
 
+    def events_missing(self) -> bool:
+        """Entries were warmed (vLLM stored blocks for them) but no event ever came: the
+        server publishes none, or to another endpoint. Logged once."""
+        silent = len(self.tracker.tracked()) >= 3 and self.tracker.summary().stored_blocks == 0
+        if silent and not self._warned_silent:
+            self._warned_silent = True
+            log.warning(
+                "no KV events from vLLM although %d entries were warmed: check its "
+                "--kv-events-config and WARMRAG_VLLM_KV_EVENTS_ENDPOINTS; until events "
+                "arrive, the residency shown is what warmup sent, not what vLLM kept",
+                len(self.tracker.tracked()),
+            )
+        return silent
+
     async def _watch(self) -> None:
         while True:
             await asyncio.sleep(self.check_interval_s)
             try:
+                if self.events_missing():
+                    continue
                 if self.budget.allows() and self.due():
                     self.spawn(Priority.URGENT, CycleKind.RETOUCH, self.retouch)
             except Exception:  # never let the watcher die with the service running
@@ -175,8 +198,8 @@ class ResidencyKeeper:
             entry = self.registry.entry(fp)
             if entry is None:
                 continue
-            started = self.monotonic()
             await self.entries.rewarm(entry, RewarmReason.RETOUCH, report)
-            self.budget.spend(self.monotonic() - started)
+            took = self.entries.warmer.last_prefill_s
+            self.budget.spend(took)
             self.retouches += 1
-            self.metrics.retouch_seconds.inc(self.monotonic() - started)
+            self.metrics.retouch_seconds.inc(took)

@@ -36,7 +36,7 @@ from warmup.metrics import WarmupMetrics
 from warmup.models import RewarmReason
 from warmup.planner import WarmupPlanner
 from warmup.registry import Registry
-from warmup.reports import CycleKind, CycleReport, ReportLog, Shortfall
+from warmup.reports import CycleKind, CycleReport, ReportLog
 from warmup.restore import Restorer
 from warmup.settings import WarmupSettings
 from warmup.store import Snapshot, WarmupStore
@@ -183,11 +183,6 @@ class WarmupService:
     def reports(self) -> Sequence[CycleReport]:
         """The recent cycles that did something, oldest first."""
         return self._reports.recent
-
-    @property
-    def shortfall(self) -> Shortfall:
-        """What warmup declined, or cut to the per-entry share, since start."""
-        return self._reports.totals
 
     @property
     def started(self) -> bool:
@@ -386,6 +381,8 @@ class WarmupService:
 
     def _update_gauges(self) -> None:
         self.metrics.set_registry(self.registry.entry_count(), self.registry.warm_tokens())
+        if self.keeper is not None:
+            self.keeper.update_gauges()
 
     async def aclose(self) -> None:
         """Stop: no more detection, the job running is cancelled, waiting jobs dropped,

@@ -60,11 +60,20 @@ class Warmer:
         self.requests_sent = 0
         #: Before this time, a prefill next to chats waits (for quiet, at most until then).
         self.next_busy_slot = -math.inf
+        #: How long the last prefill request itself took (not its wait for a slot).
+        self.last_prefill_s = 0.0
 
-    async def warm(self, prefix: PromptPrefix, max_prompt_tokens: int | None = None) -> Usage:
-        """Prefill ``prefix`` (``max_prompt_tokens``: only its first tokens)."""
+    async def warm(
+        self, prefix: PromptPrefix, max_prompt_tokens: int | None = None, *, touch: bool = False
+    ) -> Usage:
+        """Prefill ``prefix`` (``max_prompt_tokens``: only its first tokens).
+
+        ``touch``: the prefix is fully cached (a re-touch, ``warmup.keeper``): it costs
+        vLLM one token's compute, so it neither waits for a quiet moment nor counts
+        against ``busy_share`` (the keeper bounds re-touches by its own budget); the
+        wait would only let the entry fall off the LRU tail meanwhile."""
         async with self._slots:
-            quiet = await self.activity.wait_idle(self.yield_timeout_s, self.quiet_s)
+            quiet = touch or await self.activity.wait_idle(self.yield_timeout_s, self.quiet_s)
             if not quiet and (wait := self.next_busy_slot - self.clock()) > 0:
                 quiet = await self.activity.wait_idle(wait, self.quiet_s)
             started = self.clock()
@@ -72,9 +81,10 @@ class Warmer:
                 prefix.messages,
                 max_prompt_tokens=max_prompt_tokens,
                 prefix_key=prefix.fingerprint,
+                touch=touch,
             )
+            took = self.last_prefill_s = self.clock() - started
             if not quiet:
-                took = self.clock() - started
                 self.next_busy_slot = self.clock() + took * (1 / self.busy_share - 1)
         self.requests_sent += 1
         self.metrics.requests.inc()
@@ -154,11 +164,13 @@ class EntryWarmer:
         return entry
 
     async def rewarm(self, entry: WarmEntry, reason: RewarmReason, report: CycleReport) -> None:
-        """Prefill a registered entry's exact messages again and renew its TTL."""
+        """Prefill a registered entry's exact messages again and renew its TTL (a
+        re-touch of a fully cached entry is sent at once, ``Warmer.warm``)."""
         prefix = PromptPrefix(
             messages=tuple(entry.messages), passages=(), triples=(), fingerprint=entry.fingerprint
         )
-        usage = await self.warmer.warm(prefix, entry.warm_limit)
+        touch = reason is RewarmReason.RETOUCH
+        usage = await self.warmer.warm(prefix, entry.warm_limit, touch=touch)
         if (current := self.registry.entry(entry.fingerprint)) is not None:
             now = self.clock()
             self.registry.put_entry(

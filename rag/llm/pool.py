@@ -218,6 +218,7 @@ class ReplicaPool:
         *,
         max_prompt_tokens: int | None = None,
         prefix_key: str | None = None,
+        touch: bool = False,
     ) -> Usage:
         """Prefill on the replica this prefix routes to; ``Usage.replica`` says which."""
         fingerprint = prefix_key
@@ -225,7 +226,9 @@ class ReplicaPool:
         while True:
             try:
                 engine = self._engines[route.replica]
-                usage = await engine.prefill(messages, max_prompt_tokens=max_prompt_tokens)
+                usage = await engine.prefill(
+                    messages, max_prompt_tokens=max_prompt_tokens, touch=touch
+                )
             except LLMUnavailableError as exc:
                 retry = self._failover(fingerprint, route, exc)
                 if retry is None:

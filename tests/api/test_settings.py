@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from enum import Enum
 from pathlib import Path
 
 import pytest
@@ -46,6 +47,10 @@ def test_the_environment_sets_the_nested_field(
         raw, expected = "0.2", 0.2
     elif name == "entry_max_tokens":
         raw, expected = "1536", 1536
+    elif isinstance(annotation, type) and issubclass(annotation, Enum):
+        default = WarmupSettings.model_fields[name].default
+        member = next(m for m in annotation if m != default)  # a value unlike the default
+        raw, expected = str(member.value), member
     else:
         assert annotation in SAMPLES, (name, annotation)
         raw, expected = SAMPLES[annotation]

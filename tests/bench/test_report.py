@@ -287,7 +287,7 @@ def test_records_keep_their_keys_and_recompute_hits() -> None:
     data = record(100.0, hit=True)
     assert list(data) == [
         "question", "t_s", "ttft_ms", "retrieval_ms", "prompt_tokens", "cached_tokens",
-        "first_sight", "context_reused", "prefix_tokens", "hit",
+        "first_sight", "context_reused", "prefix_tokens", "warm_state", "hit",
     ]  # fmt: skip
     assert RequestRecord.model_validate({**data, "hit": False}).hit is True
     older = parsed(results()).strategies["s4"].change[1].requests[0]  # no warm_before

@@ -224,7 +224,11 @@ def test_vllm_urls(text: str, dockerfile: Dockerfile) -> None:
     [
         ("http://vllm-1:8000", "http://vllm-2:8000", "http://vllm-2:8000 names no vLLM service"),
         ("http://vllm-1:8000", "http://vllm-1:8001", "http://vllm-1:8001, but vllm-1 listens"),
-        (",http://vllm-1:8000", "", "WARMRAG_VLLM_URL leaves out ['vllm-1']"),
+        (
+            ",http://vllm-1:8000\n      WARMRAG_VLLM_KV_EVENTS_ENDPOINTS: tcp://vllm-0:5557,",
+            "\n      WARMRAG_VLLM_KV_EVENTS_ENDPOINTS: ",
+            "WARMRAG_VLLM_URL leaves out ['vllm-1']",
+        ),
         ("http://vllm-1:8000", "http://qdrant:6333", "http://qdrant:6333 names no vLLM service"),
         (
             "WARMRAG_SERVED_MODEL_NAME: ${WARMRAG_SERVED_MODEL_NAME:-SmolLM2-135M-Instruct}",

@@ -5,7 +5,10 @@ lost batches), with real retrieval and the real registry."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
+
+import pytest
 
 from rag.knowledge.embedding import Embedder
 from tests.fakes import FakeEngine
@@ -171,6 +174,10 @@ def test_a_hot_entry_near_the_lru_tail_is_retouched_and_never_evicted(
             if keeper.due():
                 await rig.service.cycles.run(Priority.URGENT, CycleKind.RETOUCH, keeper.retouch)
         assert keeper.retouches >= 1 and rewarms(rig, "retouch") == keeper.retouches
+        # Sent with the generation prompt after it: every block of the prefix is reused
+        # (vLLM computes a prompt's last token, so the prefix alone would leave its last
+        # block unrefreshed).
+        assert rig.engine.touches and rig.engine.touches[0][-1] == "<assistant>"
         assert keeper.evicted_rewarms == 0  # never fell off the LRU tail
         assert rig.engine.is_cached(entry.messages)
         assert (await rig.ask(QUESTIONS["zorn"])).cache.warm_hit is True
@@ -195,5 +202,20 @@ def test_a_cold_entry_is_not_rewarmed_on_eviction(tmp_path: Path, embedder: Embe
         assert keeper is not None
         assert keeper.evicted({"unknown-fingerprint"}) == 0
         assert keeper.due() == []
+
+    run(tmp_path, embedder, scenario, events=True)
+
+
+def test_a_server_that_publishes_nothing_is_reported_once(
+    tmp_path: Path, embedder: Embedder, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def scenario(rig: Rig) -> None:
+        rig.engine.events = None  # the server was started without --kv-events-config
+        await rig.service.add_seed_queries([QUESTIONS[n] for n in ("zorn", "mars", "rye")])
+        keeper = rig.service.keeper
+        assert keeper is not None
+        with caplog.at_level(logging.WARNING, logger="warmup.keeper"):
+            assert keeper.events_missing() and keeper.events_missing()
+        assert [r.message.startswith("no KV events") for r in caplog.records] == [True]
 
     run(tmp_path, embedder, scenario, events=True)

@@ -80,7 +80,7 @@ def test_a_budget_of_zero_declines_in_the_report_the_metrics_and_one_warning(
             "warmrag_warmup_declined_total", {"reason": "no_budget"}
         )
         assert sample == 2
-        assert rig.service.shortfall.declined == {DeclineReason.NO_BUDGET: 2}
+        assert rig.service.view().declined == {DeclineReason.NO_BUDGET: 2}
         warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
         assert warnings == ["warmup seed: declined 2 no_budget"]
 

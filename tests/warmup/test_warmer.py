@@ -37,3 +37,23 @@ def test_prefills_next_to_chats_take_at_most_their_share() -> None:
         assert warmer.next_busy_slot == slot  # a prefill in a quiet moment costs chats nothing
 
     asyncio.run(scenario())
+
+
+def test_a_retouch_goes_at_once_next_to_chats_and_takes_no_busy_slot() -> None:
+    async def scenario() -> None:
+        engine = FakeEngine()
+        activity = ChatActivity()
+        warmer = Warmer(
+            engine, activity, ServiceMetrics().warmup, yield_timeout_s=5.0, busy_share=0.01
+        )
+        prefix = PromptBuilder().prefix([])
+        activity.enter()  # a chat in flight for as long as this test runs
+        await asyncio.wait_for(warmer.warm(prefix, touch=True), 1.0)  # no 5 s wait
+        assert len(engine.prefills) == 1 and warmer.requests_sent == 1
+        assert warmer.next_busy_slot < warmer.clock()  # nothing charged to busy_share
+        waiting = asyncio.create_task(warmer.warm(prefix))
+        await asyncio.sleep(0.1)
+        assert len(engine.prefills) == 1  # a warming prefill still waits for quiet
+        waiting.cancel()
+
+    asyncio.run(scenario())
