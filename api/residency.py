@@ -94,4 +94,6 @@ def build_residency(
         index = ResidencyIndex()
         tracker.attach(name, index)
         residency.subscribers.append(KVEventSubscriber(endpoint, index))
+    if isinstance(llm, ReplicaPool):
+        llm.placement.consult(tracker)
     return residency

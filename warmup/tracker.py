@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 
 from rag.llm.block_hashes import BlockHasher
 from rag.llm.client import LLMError, Message
+from rag.llm.placement import Located
 from warmup.residency import EntryResidency, Residence, ResidencyIndex
 
 log = logging.getLogger(__name__)
@@ -122,6 +123,14 @@ class ResidencyTracker:
         for index in self.indexes.values():
             if (residency := index.state(fingerprint)) is not None:
                 return residency
+        return None
+
+    def locate(self, fingerprint: str) -> Located | None:
+        """Which replica's index files ``fingerprint``, and whether its leading block is
+        there (the router's ``ResidencyLookup``); None where none tracks it."""
+        for name, index in self.indexes.items():
+            if (residency := index.state(fingerprint)) is not None:
+                return Located(name, residency.state is not Residence.NONE)
         return None
 
     def lost_since_use(self, fingerprint: str) -> bool | None:

@@ -17,6 +17,12 @@ must keep going to the same replica:
   goes there while it is up; a bounded LRU map remembers it. A replica marked down is
   skipped (its prefixes go to their next-ranked replica, and stay there once served);
   when it comes back nothing moves eagerly: only new cold prefixes rank it again.
+- Residency, where the replicas publish KV events (``consult``): a warm entry's blocks
+  are known per replica, which is better evidence than the affinity memory. A prefix
+  an index holds resident goes to that replica even when the memory forgot it (it is
+  bounded, and starts empty after a restart); one whose first block that replica
+  evicted is placed as a new prefix, by rank and load, unless the memory saw it served
+  on another replica since.
 
 ``RoutingPolicy.ROUND_ROBIN`` ignores all of this: the load-balancer baseline.
 ``rag.llm.pool.ReplicaPool`` applies the decisions to real engines.
@@ -30,6 +36,7 @@ from collections import OrderedDict
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Protocol
 
 #: A full replica's weight: above zero, so full replicas still rank among themselves.
 MIN_WEIGHT = 0.01
@@ -48,6 +55,23 @@ class RouteKind(StrEnum):
     OVERFLOW = "overflow"  # every up replica was past its headroom: the top-ranked one
     FAILOVER = "failover"  # the chosen replica failed before answering
     ROUND_ROBIN = "round_robin"  # the baseline policy, or a prefix-less request
+
+
+@dataclass(frozen=True)
+class Located:
+    """Where a warm entry's KV blocks were filed, and whether its leading block is
+    still in that replica's cache (or not known to be gone)."""
+
+    replica: str
+    resident: bool
+
+
+class ResidencyLookup(Protocol):
+    """The replicas' KV-event indexes, as the router asks them (``warmup.tracker``)."""
+
+    def locate(self, fingerprint: str) -> Located | None:
+        """``None``: no index tracks this prefix (the affinity memory decides)."""
+        ...
 
 
 class ReplicaStatus(StrEnum):
@@ -193,6 +217,11 @@ class PrefixPlacement:
         self.affinity = AffinityMemory(affinity_max_entries)
         self._states = {name: _ReplicaState() for name in self.names}
         self._turn = 0
+        self._residency: ResidencyLookup | None = None
+
+    def consult(self, residency: ResidencyLookup) -> None:
+        """Ask ``residency`` before the affinity memory (see the module notes)."""
+        self._residency = residency
 
     # ----- state the pool feeds in -----------------------------------------------------
 
@@ -271,6 +300,12 @@ class PrefixPlacement:
         if fingerprint is None or self.policy is RoutingPolicy.ROUND_ROBIN:
             return Route(self._next_in_turn(allowed), RouteKind.ROUND_ROBIN)
         known = self.affinity.where(fingerprint)
+        located = self._residency.locate(fingerprint) if self._residency is not None else None
+        if located is not None and located.replica in allowed:
+            if located.resident:
+                known = located.replica
+            elif known == located.replica:
+                known = None  # evicted there: the memory is stale
         if known in allowed:
             return Route(known, RouteKind.WARM)
         ranked = [n for n in self.rank(fingerprint) if n in allowed]

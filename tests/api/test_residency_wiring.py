@@ -13,6 +13,7 @@ from api.metrics import ServiceMetrics
 from api.replicas import build_llm
 from api.residency import build_residency, child_endpoint, external_endpoints
 from rag.llm.kv_events import KVEventsEndpoint
+from rag.llm.pool import ReplicaPool
 
 
 def settings(tmp_path: Path, **values: object) -> Settings:
@@ -65,6 +66,9 @@ def test_one_index_and_subscriber_per_replica(tmp_path: Path) -> None:
     residency = build_residency(s, llm, None)
     assert residency is not None
     assert sorted(residency.tracker.indexes) == ["a:8000", "b:8000"]
+    assert isinstance(llm, ReplicaPool)
+    residency.tracker.indexes["b:8000"].track("x", [1])  # warmed on b, router asked
+    assert llm.where("x") == "b:8000"
     assert [sub.endpoint.publish for sub in residency.subscribers] == [
         "tcp://a:5557",
         "tcp://b:5557",

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from rag.knowledge.embedding import Embedder
+from rag.llm.block_hashes import VLLMBlockHasher
+from rag.llm.placement import Located
 from tests.fakes import FakeEngine
 from tests.warmup.rig import QUESTIONS, Rig
 from tests.warmup.test_service import run
@@ -18,6 +20,7 @@ from warmup.jobs import Priority
 from warmup.keeper import RetouchBudget
 from warmup.reports import CycleKind
 from warmup.residency import EntryResidency, Residence, ResidencyIndex
+from warmup.tracker import ResidencyTracker
 
 # ----- the index --------------------------------------------------------------------
 
@@ -87,6 +90,24 @@ def test_entries_sharing_blocks_are_all_told_of_an_eviction() -> None:
     index.removed([1])
     assert evicted == [{"a", "b"}]
     assert index.keep_only(["a"]) == 1 and index.tracked() == ["a"]
+
+
+def test_the_tracker_tells_the_router_where_an_entry_is_filed() -> None:
+    async def tokenize(_: object) -> list[int] | None:
+        return None
+
+    tracker = ResidencyTracker(tokenize, lambda _: VLLMBlockHasher(4))
+    a, b = ResidencyIndex(4, 10), ResidencyIndex(4, 10)
+    tracker.attach("a:8000", a)
+    tracker.attach("b:8000", b)
+    b.track("x", [1, 2])
+    b.stored([1, 2])
+    assert tracker.locate("x") == Located("b:8000", resident=True)
+    b.removed([2])  # the leading block is still there: partly reusable
+    assert tracker.locate("x") == Located("b:8000", resident=True)
+    b.removed([1])
+    assert tracker.locate("x") == Located("b:8000", resident=False)
+    assert tracker.locate("y") is None
 
 
 def test_the_retouch_budget_is_a_share_of_the_time_since_start() -> None:

@@ -11,7 +11,15 @@ import pytest
 from api.metrics import ServiceMetrics
 from rag.chat.prompt import fingerprint_of
 from rag.llm.client import CacheConfig, LLMUnavailableError, Message, TextDelta, Usage
-from rag.llm.placement import AffinityMemory, PrefixPlacement, ReplicaStatus, RouteKind, load_weight
+from rag.llm.placement import (
+    AffinityMemory,
+    Located,
+    PrefixPlacement,
+    ReplicaStatus,
+    Route,
+    RouteKind,
+    load_weight,
+)
 from rag.llm.pool import Replica, ReplicaConfigError, ReplicaPool, RoutingPolicy
 from tests.fakes import FakeEngine
 
@@ -369,3 +377,34 @@ def test_affinity_memory_is_bounded() -> None:
     assert memory.forget("r0") == 2 and len(memory) == 0
     with pytest.raises(ValueError, match="no replica named 'r9'"):
         PrefixPlacement(["r0"]).pin("a", "r9")
+
+
+class Indexes:
+    """The replicas' KV-event indexes as the router asks them (a ``ResidencyLookup``)."""
+
+    def __init__(self) -> None:
+        self.at: dict[str, Located] = {}
+
+    def locate(self, fingerprint: str) -> Located | None:
+        return self.at.get(fingerprint)
+
+
+def test_the_event_indexes_outrank_the_affinity_memory() -> None:
+    """Resident on a replica: it goes there though the memory never saw it served; its
+    first block evicted there: placed as new; served elsewhere since: there."""
+    pool, _ = pool_of(3)
+    router, indexes = pool.placement, Indexes()
+    router.consult(indexes)
+    key = fp(7)
+    first, second, last = router.rank(key)
+    assert router.choose(key) == Route(first, RouteKind.COLD)  # no index tracks it
+    indexes.at[key] = Located(last, resident=True)
+    assert router.choose(key) == Route(last, RouteKind.WARM)
+    router.served(key, last)
+    indexes.at[key] = Located(last, resident=False)  # vLLM evicted it there
+    assert router.choose(key) == Route(first, RouteKind.COLD)
+    router.served(key, second)  # a chat since, on another replica
+    assert router.choose(key) == Route(second, RouteKind.WARM)
+    indexes.at[key] = Located(last, resident=True)
+    router.set_up(last, False)  # filed on a replica that is down: the memory decides
+    assert router.choose(key) == Route(second, RouteKind.WARM)
