@@ -101,12 +101,16 @@ def run_change(
         entries_holding_changed_doc=holding,
         entries_detected=report.affected if report else None,
         entries_rewarmed=report.warm_requests_by_reason.get("kb_change", 0) if report else None,
-        predicted_warm_requests=report.warm_requests_by_reason.get("seed", 0) if report else None,
+        predicted_warm_requests=report.warm_requests_by_reason.get("predicted", 0)
+        if report
+        else None,
         detection_ms=report.detection_ms if report else None,
         rewarm_prefill_tokens=report.prefill_tokens_by_reason.get("kb_change", 0)
         if report
         else None,
-        predicted_prefill_tokens=report.prefill_tokens_by_reason.get("seed", 0) if report else None,
+        predicted_prefill_tokens=report.prefill_tokens_by_reason.get("predicted", 0)
+        if report
+        else None,
         cycle_prefill_tokens=report.prefill_tokens if report else None,
         warm_prefill_tokens_total=int(
             svc.metric("warmrag_warm_prefill_tokens_total") - prefill_before

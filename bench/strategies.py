@@ -2,7 +2,7 @@
 
 0 and 1 are what plain llama-index + vLLM gives (prefix caching off / on); 2, 3 and 5
 are the seed's other strategies (``WARMRAG_WARMUP_STRATEGY``); 4 is warmrag's default
-with the knowledge base's predictions (one question per new document) turned on.
+(with the knowledge base's predicted questions, on by default since they were measured).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing_extensions import TypedDict  # pydantic reads it (a variant's overrides) on 3.11
 
 from rag.knowledge.models import ChunkingStrategy
+from warmup.settings import WarmupSettings
 
 
 class Overrides(TypedDict, total=False):
@@ -63,7 +64,8 @@ class Strategy:
     @property
     def predicts(self) -> bool:
         """Whether it predicts questions from new documents (it ingests them itself)."""
-        return self.settings.get("warmup_document_queries", False)
+        default = WarmupSettings.model_fields["document_queries"].default
+        return self.warms and self.settings.get("warmup_document_queries", default)
 
 
 _OFF = Overrides(warmup_enabled=False)
@@ -72,9 +74,16 @@ STRATEGIES: tuple[Strategy, ...] = (
     Strategy(0, "prefix caching off", _OFF, prefix_caching=False, runs_change=False),
     Strategy(1, "caching, no warmup", _OFF),
     Strategy(
-        2, "batch synthetic requests", Overrides(warmup_strategy="synthetic"), runs_change=False
+        2,
+        "batch synthetic requests",
+        Overrides(warmup_strategy="synthetic", warmup_document_queries=False),
+        runs_change=False,
     ),
-    Strategy(3, "hot queries, KB-blind", Overrides(warmup_strategy="hot_queries")),
+    Strategy(
+        3,
+        "hot queries, KB-blind",
+        Overrides(warmup_strategy="hot_queries", warmup_document_queries=False),
+    ),
     Strategy(
         4,
         "knowledge-aware (warmrag)",

@@ -196,6 +196,10 @@ class Services:
             "served_model_name": MODEL_NAME,
             # Detection runs when a test asks (POST /admin/warmup), not on a timer.
             "warmup_debounce_s": 3600.0,
+            # Predicted questions add a prefill per document to every ingest's cycle;
+            # the tests of them, and test_warmup_real_docs (the defaults end to end),
+            # turn them on.
+            "warmup_document_queries": False,
         }
         values.update(overrides)
         settings = Settings(**values)

@@ -148,7 +148,7 @@ class ChangeHandler:
         await self.refresh(hottest, RewarmReason.KB_CHANGE, report)
         self.warmer.extend(detection.unaffected, report)
         if self.document_queries and (keys := await self._seed_from_documents(changes)):
-            await self.hot.warm(report, RewarmReason.SEED, only=keys)
+            await self.hot.warm(report, RewarmReason.PREDICTED, only=keys)
 
     async def catch_up(self, report: CycleReport) -> None:
         """Start-up, before anything is restored: replay the changes a stopped process
@@ -198,6 +198,7 @@ class ChangeHandler:
                     groups[found.prefix.fingerprint].append((key, found.kth_score, found.prefix))
             for new_fp, members in sorted(groups.items()):
                 if new_fp == fingerprint:
+                    self.registry.rebase(fingerprint, members[0][2])
                     self.warmer.extend([fingerprint], report)
                 elif new_fp not in self.registry:
                     await self.warmer.warm(members[0][2], reason, report)

@@ -66,6 +66,7 @@ class RewarmReason(StrEnum):
     """Why a prefix was (re)warmed; the label of ``warmrag_rewarm_total``."""
 
     SEED = "seed"
+    PREDICTED = "predicted"  # a question predicted from a new document (first sight)
     HOT = "hot"
     KB_CHANGE = "kb_change"
     EVICTED = "evicted"

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rag.chat.prompt import PromptPrefix
 from warmup.models import QueryRecord, WarmEntry
 from warmup.store import Snapshot, WarmupStore
 
@@ -175,6 +176,19 @@ class Registry:
         if old is None or old.chunk_ids != stored.chunk_ids or old.doc_ids != stored.doc_ids:
             self._index = None
         self._persist(lambda store: store.put_entry(stored))
+
+    def rebase(self, fingerprint: str, prefix: PromptPrefix) -> None:
+        """The entry's bytes, now rendered from ``prefix``'s chunks. An updated document
+        gets new chunk ids (they name its version), so an entry whose passages kept
+        their text keeps its fingerprint but must take the new ids: detection and the
+        start-up check find chunks by id, and would otherwise see it built from chunks
+        that are gone."""
+        old = self._entries.get(fingerprint)
+        chunk_ids = [p.chunk_id for p in prefix.passages]
+        hashes = [p.content_hash for p in prefix.passages]
+        if old is None or (old.chunk_ids == chunk_ids and old.content_hashes == hashes):
+            return
+        self.put_entry(old.model_copy(update={"chunk_ids": chunk_ids, "content_hashes": hashes}))
 
     def entry(self, fingerprint: str) -> WarmEntry | None:
         entry = self._entries.get(fingerprint)

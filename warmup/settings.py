@@ -68,7 +68,9 @@ class WarmupSettings(BaseModel):
         "since the entry was last used.",
     )
     document_queries: bool = Field(
-        False, description="Warm questions predicted from new documents (first sight)."
+        True,
+        description="Warm questions predicted from new documents (first sight; measured "
+        "in docs/warmup.md#first-sight).",
     )
     document_query_source: DocumentQuerySource = Field(
         DocumentQuerySource.HEADINGS,

@@ -69,7 +69,7 @@ def corpus(
     def start(**overrides: Any) -> Service:
         return services.start(vllm_url=vllm.url, **overrides)
 
-    service = start()
+    service = start(warmup_document_queries=True)  # the default, which conftest turns off
     for page in sorted(PAGES.glob("git-*")):
         assert ingest_file(service, page)["added"] == [page.name]
     service.warmup_cycle()  # detection for the ingest, before the tests' own changes
@@ -93,6 +93,9 @@ def test_a_seeded_question_is_a_warm_hit_for_its_rewording(
     corpus: Corpus, vllm: VLLMServer
 ) -> None:
     service = corpus.service
+    metrics = service.client.get("/metrics").text
+    assert 'warmrag_rewarm_total{reason="predicted"}' in metrics  # the ingest's, by default
+    assert 'warmrag_rewarm_total{reason="seed"}' not in metrics
     reset_prefix_cache(vllm)
     report = seed(service, STASH_Q)
     assert report["warm_requests"] == 1 and report["declined"] == {}, report
@@ -133,8 +136,21 @@ def test_a_change_rewarms_exactly_the_changed_context(corpus: Corpus) -> None:
     edited = text.replace(sentence, sentence + " (as of this release)", 1)
     assert ingest_file(service, page, edited.encode())["updated"] == ["git-tag.md"]
 
+    before = {tuple(e["queries"]): e for e in service.registry()["entries"]}
     change = next(r for r in service.warmup_cycle() if r["kind"] == "kb_change")
-    assert change["rewarmed"] == 1 and change["warm_requests"] == 1, change
+    after = {tuple(e["queries"]): e for e in service.registry()["entries"]}
+    moved = {q for q, e in before.items() if after[q]["fingerprint"] != e["fingerprint"]}
+    # The tag question's context, and any question predicted from the page whose
+    # context held the edited passage; nothing built from other pages.
+    assert tuple(tag["queries"]) in moved
+    assert all("git-tag.md" in before[q]["doc_ids"] for q in moved), moved
+    assert change["rewarmed"] == len(moved) == change["warm_requests"], change
+    # The page's other entries kept their bytes, so their fingerprints, but take the
+    # updated page's chunk ids (a restart's check finds chunks by id).
+    kept = [q for q in before if q not in moved and "git-tag.md" in before[q]["doc_ids"]]
+    assert kept, "no entry of the page kept its context"
+    for q in kept:
+        assert after[q]["chunk_ids"] != before[q]["chunk_ids"], q
     new_tag = entry_for(service, "how do i create an annotated tag")
     assert new_tag["fingerprint"] != tag["fingerprint"]
     assert (
