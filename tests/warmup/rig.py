@@ -146,7 +146,9 @@ async def make_rig(
     activity = ChatActivity()
     warmer = Warmer(engine, activity, metrics.warmup, quiet_s=0.0)
     service = WarmupService(
-        WarmupSettings(**{"debounce_s": 3600.0, **settings}),
+        # Predicted questions (on by default) would warm every ingested document;
+        # test_predict turns them on.
+        WarmupSettings(**{"debounce_s": 3600.0, "document_queries": False, **settings}),
         WarmupStore(folder / "warmup.sqlite3", load=False),
         retriever,
         builder,
