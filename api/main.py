@@ -38,6 +38,7 @@ from api.routes import (
     warmup,
 )
 from api.runtime import Runtime
+from rag.knowledge.edge import VectorIndexError
 from rag.knowledge.embedding import Embedder
 from rag.knowledge.lease import CollectionLeasedError
 from rag.llm.client import LLMEngine, LLMError
@@ -149,6 +150,16 @@ def create_app(
     async def _not_the_writer(request: Request, exc: CollectionLeasedError) -> JSONResponse:
         # Nothing was written: another instance holds the shared collection's lease.
         return JSONResponse(error_body(str(exc), "qdrant"), status.HTTP_409_CONFLICT)
+
+    @app.exception_handler(VectorIndexError)
+    async def _index_stopped(request: Request, exc: VectorIndexError) -> JSONResponse:
+        # The embedded index's process stopped; it starts again on the next call.
+        log.error("%s %s: %s", request.method, request.url.path, exc)
+        return JSONResponse(
+            error_body("the vector index restarted; try again", "vector_index"),
+            status.HTTP_503_SERVICE_UNAVAILABLE,
+            headers={"Retry-After": str(RETRY_AFTER_S)},
+        )
 
     @app.exception_handler(OSError)
     async def _storage_error(request: Request, exc: OSError) -> JSONResponse:

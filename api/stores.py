@@ -17,19 +17,38 @@ from kg.store import KnowledgeGraph
 from rag.knowledge.base import KnowledgeBase
 from rag.knowledge.collection import SharedCollection
 from rag.knowledge.commit import EmbeddedCommit
-from rag.knowledge.embedding import Embedder
+from rag.knowledge.edge import EdgeIndex
+from rag.knowledge.embedding import EMBEDDING_DIM, Embedder
 from rag.knowledge.graph_sync import GraphSync
 from rag.knowledge.service import KnowledgeService
 from rag.knowledge.shared_commit import SharedCommit
+from rag.knowledge.vectors import EmbeddedIndex, QdrantIndex, VectorIndex
 
 
 def qdrant_client(settings: Settings) -> QdrantClient:
-    """The Qdrant server's client, or the data folder's local store."""
+    """The Qdrant server's client, or the data folder's local-mode store."""
     if settings.qdrant_url:
         key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
         return QdrantClient(url=settings.qdrant_url, api_key=key)
     # Local mode: brute-force search, one client per folder (exclusive lock).
     return QdrantClient(path=str(settings.qdrant_path))
+
+
+def vector_index(settings: Settings) -> VectorIndex:
+    """Where the vectors live: a Qdrant server, else the embedded index the settings name.
+
+    Nothing is opened here. The client is looked up at open, so tests can stand one in
+    for a server; an Edge index moves a local-mode folder it finds into itself at open."""
+    s = settings
+    if s.qdrant_is_remote or s.embedded_index is EmbeddedIndex.LOCAL:
+        return QdrantIndex(None, s.qdrant_collection, connect=lambda: qdrant_client(s))
+    return EdgeIndex(
+        s.edge_path,
+        EMBEDDING_DIM,
+        hnsw_m=s.qdrant_hnsw_m,
+        hnsw_ef_construct=s.qdrant_hnsw_ef_construct,
+        migrate_from=(s.qdrant_path, s.qdrant_collection),
+    )
 
 
 def shared_collection(settings: Settings) -> SharedCollection | None:
@@ -52,7 +71,7 @@ def build_knowledge(settings: Settings, embedder: Embedder) -> KnowledgeService:
     shared = shared_collection(s)
     kb = KnowledgeBase(
         s.data_dir,
-        lambda: qdrant_client(s),  # looked up at open: tests stand a client in for a server
+        vector_index(s),
         embedder,
         collection=s.qdrant_collection,
         chunk_tokens=s.chunk_tokens,

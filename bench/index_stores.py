@@ -19,6 +19,8 @@ from qdrant_client import QdrantClient
 from qdrant_client import models as qm
 from qdrant_client.local.persistence import STORAGE_FILE_NAME, CollectionPersistence
 
+from rag.knowledge.edge_worker import shard_config
+
 DIM = 384
 TOP_K = 10
 LOCAL_TIMED = 3000  # points local mode inserts through upsert (``bench.embedded_index``'s doc)
@@ -117,19 +119,15 @@ class LocalStore:
 
 
 class EdgeStore:
-    """A Qdrant Edge shard on a folder: HNSW (warmrag's m/ef_construct), keyword indexes on
-    the filtered keys, as ``rag.knowledge.collection.ensure_collection`` makes them on a server."""
+    """A Qdrant Edge shard on a folder, with the embedded default's settings
+    (``rag.knowledge.edge_worker.shard_config``), and keyword indexes on the filtered keys,
+    as ``rag.knowledge.collection.ensure_collection`` makes them on a server."""
 
     timed_points = 1 << 62
 
     def __init__(self, folder: Path, create: bool = True) -> None:
         if create:
-            config = qe.EdgeConfig(
-                vectors=qe.EdgeVectorParams(size=DIM, distance=qe.Distance.Cosine),
-                hnsw_config=qe.HnswIndexConfig(
-                    m=HNSW_M, ef_construct=HNSW_EF_CONSTRUCT, full_scan_threshold=10_000
-                ),
-            )
+            config = shard_config(DIM, HNSW_M, HNSW_EF_CONSTRUCT)  # as the product makes it
             self.shard = qe.EdgeShard.create(str(folder), config)
             for key in (DOC_ID, STATE):
                 self.shard.update(

@@ -2,19 +2,20 @@
 
 Ingest throughput through the real pipeline (``KnowledgeBase.upsert``) next to the embedding
 model's raw throughput on the same chunk texts (the pipeline's overhead); the product's read path
-(``KnowledgeBase.retrieve``, query embedding excluded) at 1k, 10k and 50k chunks; knowledge-graph
-subgraph selection at 1k, 10k and 50k triples (``bench/kg_subgraph.py``); and change detection
-for a one-document change against 100, 1k and 10k warm entries, with cold and warm caches
-(``bench/detection_scaling.py``). Embedding 50k real chunks would take far too long here, so
-the retrieval collection holds the ingested chunks' real embeddings plus re-normalized noisy
-copies of them (same texts, so passages stay real and scores realistic), grown 1k -> 10k -> 50k
-the way the KB's embedded write commits: the points are written through its own llama-index
-``QdrantVectorStore``, carrying their document's content hash, then the docstore (the commit
-point) names each copy's document with that hash, and the KB is opened again. Retrieval only
-returns chunks whose hash is their document's committed one, so points written any other way
-would be hidden from it. That collection lives in an in-memory Qdrant client: local mode
-searches the same in-memory numpy arrays either way, and the on-disk mode's one SQLite commit
-per point would make filling 50k points take ~1 minute.
+(``KnowledgeBase.retrieve``, query embedding excluded) on the embedded default's index (a
+Qdrant Edge shard in its own process) at 10k and 100k chunks, with the index's recall@10
+against exact search, its HNSW build, a restart and RSS; knowledge-graph subgraph selection
+at 1k, 10k and 50k triples (``bench/kg_subgraph.py``); and change detection for a
+one-document change against 100, 1k and 10k warm entries, with cold and warm caches
+(``bench/detection_scaling.py``). Embedding 100k real chunks would take hours here, so the
+retrieval collection holds the ingested chunks' real embeddings plus re-normalized noisy
+copies of them (same texts, so passages stay real and scores realistic), grown size by
+size the way the KB's embedded write commits: points written through the index, carrying
+their document's content hash, then the docstore (the commit point) naming each copy's
+document with that hash, and the KB opened again. Retrieval only returns chunks whose hash
+is their document's committed one, so points written any other way would be hidden from
+it. 1M chunks are measured on the bare stores by the "index" section
+(``bench/embedded_index.py``).
 
     .venv/bin/python bench/scale.py [--quick]
 """
@@ -23,12 +24,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,8 +39,6 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from llama_index.core.schema import BaseNode, NodeRelationship, RelatedNodeInfo, TextNode
-from llama_index.vector_stores.qdrant import QdrantVectorStore
-from qdrant_client import QdrantClient
 
 from bench import detection_scaling, kg_multihop, kg_subgraph
 from bench.ingest_rate import measure_kb_ingest
@@ -53,6 +53,7 @@ from bench.scale_records import (
 )
 from bench.workload import towns
 from rag.knowledge.base import KnowledgeBase
+from rag.knowledge.edge import EdgeIndex
 from rag.knowledge.embedding import Embedder, shared_embedder
 from rag.knowledge.ingest import CHUNK_INDEX_KEY, DOC_HASH_KEY
 from rag.knowledge.models import ChangeSet, DocumentIn
@@ -62,8 +63,6 @@ from rag.knowledge.state import KBState
 NOISE = 0.015
 INSERT_BATCH = 1000
 COLLECTION = "warmrag"  # the KnowledgeBase's default
-#: The embedded knowledge base's commit point in its folder (``rag.knowledge.state``).
-DOCSTORE = "docstore.json"
 INGEST_BATCH = 100  # documents per alternation of pipeline ingest and raw embedding
 WARMUP_QUERIES = 10
 
@@ -209,52 +208,126 @@ def measure_retrieval(
     vectors: np.ndarray,
     step: Callable[[str], None],
 ) -> list[RetrievalRow]:
-    """``kb.retrieve`` latency as one collection grows through ``p.chunk_sizes``."""
+    """``kb.retrieve`` on the embedded default's index (a Qdrant Edge shard in its own
+    process) as one collection grows through ``p.chunk_sizes``; at each size also the
+    index's recall@10 against exact search, its HNSW build, a restart (the knowledge base
+    opened again on the folder) and the RSS of both processes."""
     questions = [(t.name.lower(), q) for t in towns(p.towns) for q in t.questions()]
     questions = random.Random(5).sample(questions, min(p.queries, len(questions)))
     queries = embedder.embed_texts([q for _, q in questions])
     rng = np.random.default_rng(17)
-    client = QdrantClient(":memory:")
-    state = KBState()
+    index = EdgeIndex(folder / "edge", vectors.shape[1])
+    index.open()
+    folder.mkdir(parents=True, exist_ok=True)
+    state = KBState.open(folder)
+    stored = Stored()
     results = []
     try:
-        filled = 0
         for size in p.chunk_sizes:
             t0 = time.perf_counter()
-            kb = grow(
-                folder, client, embedder, state, copies_between(chunks, vectors, filled, size, rng)
-            )
-            filled = size
+            for nodes in copies_between(chunks, vectors, stored.count, size, rng):
+                index.add(nodes)
+                stored.extend(nodes)
+                for node in nodes:
+                    state.docstore.set_document_hash(
+                        node.ref_doc_id or "", node.metadata[DOC_HASH_KEY]
+                    )
             insert_s = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            index.optimize()
+            index_s = time.perf_counter() - t0
+            state.version += 1
+            state.save()  # the commit point: the KB opened next sees these documents
+            index.close()
+            t0 = time.perf_counter()
+            index = EdgeIndex(folder / "edge", vectors.shape[1])
+            kb = KnowledgeBase(folder, index, embedder, collection=COLLECTION)  # opens: a restart
+            open_s = time.perf_counter() - t0
             # reconcile (run at open) deletes points no committed document owns
             assert kb.count_chunks() == size, (kb.count_chunks(), size)
-            for query in queries[:WARMUP_QUERIES]:
-                kb.retrieve(query, top_k=3)
-            latencies = []
-            hits = 0
-            for (town, _), query in zip(questions, queries, strict=True):
-                t0 = time.perf_counter()
-                passages = kb.retrieve(query, top_k=3)
-                latencies.append((time.perf_counter() - t0) * 1000)
-                # Proper passages, and the question's own town on top (a copy counts).
-                assert len(passages) == 3 and all(x.text for x in passages), passages
-                hits += passages[0].doc_id.startswith(f"{town}-")
+            row = time_retrieval(kb, questions, queries)
+            recall = index_recall(index, stored, queries)
             results.append(
-                RetrievalRow(
-                    chunks=kb.count_chunks(),
-                    p50_ms=round(statistics.median(latencies), 3),
-                    p95_ms=round(percentile(latencies, 95), 3),
-                    queries=len(latencies),
-                    top1_own_town_share=round(hits / len(latencies), 3),
+                row.model_copy(
+                    update={
+                        "recall_at_10": round(recall, 4),
+                        "index_s": round(index_s, 1),
+                        "open_s": round(open_s, 2),
+                        "rss_mib": rss_mib(),
+                        "index_rss_mib": round(index.rss_bytes() / 2**20),
+                    }
                 )
             )
             step(
-                f"retrieval: {size} chunks (+{insert_s:.1f} s to insert),"
-                f" p50 {statistics.median(latencies):.1f} ms, top-1 own town {hits}/{len(queries)}"
+                f"retrieval: {size} chunks (+{insert_s:.1f} s to insert, {index_s:.1f} s HNSW),"
+                f" p50 {row.p50_ms:.1f} ms, p99 {row.p99_ms:.1f} ms, recall@10 {recall:.3f},"
+                f" open {open_s:.1f} s, top-1 own town {row.top1_own_town_share:.0%}"
             )
     finally:
-        client.close()
+        index.close()
+        state.close()
     return results
+
+
+class Stored:
+    """The ids and vectors written so far, in order: exact search's ground truth."""
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+        self.parts: list[np.ndarray] = []
+
+    @property
+    def count(self) -> int:
+        return len(self.ids)
+
+    def extend(self, nodes: Sequence[BaseNode]) -> None:
+        self.ids.extend(n.node_id for n in nodes)
+        self.parts.append(np.array([n.get_embedding() for n in nodes], np.float32))
+
+    def exact_top(self, query: np.ndarray, k: int) -> set[str]:
+        matrix = np.concatenate(self.parts)
+        self.parts = [matrix]
+        scores = matrix @ (query / np.linalg.norm(query))
+        return {self.ids[i] for i in np.argpartition(-scores, k)[:k]}
+
+
+def time_retrieval(
+    kb: KnowledgeBase, questions: Sequence[tuple[str, str]], queries: np.ndarray
+) -> RetrievalRow:
+    for query in queries[:WARMUP_QUERIES]:
+        kb.retrieve(query, top_k=3)
+    latencies = []
+    hits = 0
+    for (town, _), query in zip(questions, queries, strict=True):
+        t0 = time.perf_counter()
+        passages = kb.retrieve(query, top_k=3)
+        latencies.append((time.perf_counter() - t0) * 1000)
+        # Proper passages, and the question's own town on top (a copy counts).
+        assert len(passages) == 3 and all(x.text for x in passages), passages
+        hits += passages[0].doc_id.startswith(f"{town}-")
+    return RetrievalRow(
+        chunks=kb.count_chunks(),
+        p50_ms=round(statistics.median(latencies), 3),
+        p95_ms=round(percentile(latencies, 95), 3),
+        p99_ms=round(percentile(latencies, 99), 3),
+        queries=len(latencies),
+        top1_own_town_share=round(hits / len(latencies), 3),
+    )
+
+
+def index_recall(index: EdgeIndex, stored: Stored, queries: np.ndarray, k: int = 10) -> float:
+    """Mean share of the exact top-``k`` (cosine, numpy) that the index's search returns."""
+    found = 0
+    for query in queries:
+        hits = {h.node.node_id for h in index.search(query.tolist(), k, None)}
+        found += len(hits & stored.exact_top(query, k))
+    return found / (k * len(queries))
+
+
+def rss_mib() -> int:
+    """This process's resident memory now (the service's side of the index)."""
+    with open("/proc/self/statm") as statm:
+        return round(int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20)
 
 
 def copies_between(
@@ -263,30 +336,6 @@ def copies_between(
     """Points ``start``..``end`` in batches of ``INSERT_BATCH`` (one ``copies`` call each)."""
     for first in range(start, end, INSERT_BATCH):
         yield copies(chunks, vectors, first, min(INSERT_BATCH, end - first), rng)
-
-
-def grow(
-    folder: Path,
-    client: QdrantClient,
-    embedder: Embedder,
-    state: KBState,
-    batches: Iterable[list[BaseNode]],
-) -> KnowledgeBase:
-    """Write ``batches`` as an embedded ``KnowledgeBase.upsert`` commits: points first, then
-    the docstore naming their documents' hashes; then open the KB on it again.
-
-    The KB reads its docstore only when it opens, and opening reconciles: points that no
-    committed document version owns are deleted there, so what survives is what the product
-    itself would retrieve from (the caller checks the count)."""
-    store = QdrantVectorStore(collection_name=COLLECTION, client=client)
-    for nodes in batches:
-        store.add(nodes)
-        for node in nodes:
-            state.docstore.set_document_hash(node.ref_doc_id or "", node.metadata[DOC_HASH_KEY])
-    state.version += 1
-    folder.mkdir(parents=True, exist_ok=True)
-    state.save(folder / DOCSTORE)
-    return KnowledgeBase(folder, client, embedder, collection=COLLECTION)
 
 
 def copies(

@@ -23,13 +23,20 @@ class ScaleIngest(Record):
 
 
 class RetrievalRow(Record):
-    """``kb.retrieve`` at one collection size (query embedding excluded)."""
+    """``kb.retrieve`` at one collection size (query embedding excluded); the index's
+    own figures where the run had them (before Qdrant Edge: an in-memory Qdrant)."""
 
     chunks: int
     p50_ms: float
     p95_ms: float
     queries: int
     top1_own_town_share: float | None = None
+    p99_ms: float | None = None
+    recall_at_10: float | None = None  # of the index's top 10, against exact search
+    index_s: float | None = None  # the HNSW build after the last inserts
+    open_s: float | None = None  # the knowledge base opened again: a restart's share
+    rss_mib: int | None = None  # the bench's process, as the service's
+    index_rss_mib: int | None = None  # the index's own process
 
 
 class SubgraphRow(Record):

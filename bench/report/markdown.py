@@ -236,15 +236,19 @@ def _scale_markdown(scale: ScaleResult | None) -> list[str]:
         return [*lines, "Skipped: not run", ""]
     ingest = scale.ingest
     lines += [
-        f"Ingest: {ingest.ingest_chunks_per_s:.1f} chunks/s through the pipeline into Qdrant "
+        f"Ingest: {ingest.ingest_chunks_per_s:.1f} chunks/s through the pipeline into the index "
         f"vs {ingest.raw_chunks_per_s:.1f} chunks/s raw embedding ({ingest.ratio:.1%}), "
         f"{ingest.chunks} chunks.",
         "",
     ]
     lines += _table(
-        ["chunks", "retrieval p50 ms", "p95", "top-1 own town"],
-        [[r.chunks, f"{r.p50_ms:.1f}", f"{r.p95_ms:.1f}", _share(r)] for r in scale.retrieval],
-    )
+        ["chunks", "retrieval p50 ms", "p95", "p99", "recall@10", "HNSW s", "open s", "RSS MiB"],
+        [
+            [r.chunks, f"{r.p50_ms:.1f}", f"{r.p95_ms:.1f}", _opt(r.p99_ms), _opt(r.recall_at_10),
+             _opt(r.index_s), _opt(r.open_s), _rss(r)]
+            for r in scale.retrieval
+        ],
+    )  # fmt: skip
     lines += _table(
         ["triples", "subgraph p50 ms", "p99"],
         [[r.triples, f"{r.p50_ms:.2f}", f"{r.p99_ms:.2f}"] for r in scale.subgraph],
@@ -275,6 +279,18 @@ def _scale_markdown(scale: ScaleResult | None) -> list[str]:
         [[r.entries, f"{r.cold_p50_ms:.2f}", f"{r.warm_p50_ms:.2f}"] for r in scale.detection],
     )
     return lines
+
+
+def _opt(value: float | None) -> str:
+    """A figure older runs did not record: "-" for them."""
+    return "-" if value is None else f"{value:g}"
+
+
+def _rss(row: RetrievalRow) -> str:
+    """The service's RSS and the index process's, where recorded."""
+    if row.rss_mib is None:
+        return "-"
+    return f"{row.rss_mib} + {row.index_rss_mib} (index)"
 
 
 def _share(row: RetrievalRow) -> str:

@@ -1,10 +1,10 @@
-"""The knowledge base: chunks in Qdrant, document hashes in a llama-index docstore.
+"""The knowledge base: chunks in a vector index, document hashes in a llama-index docstore.
 
 Every write keeps the store consistent across a crash at any point by its order: new
 chunks are added first, then the write commits, then the old chunks are deleted. What
 commits it is the ``CommitStrategy``'s (``rag.knowledge.commit``): the docstore file in
 the embedded default, the points themselves on a Qdrant server. Until the last step,
-and if it fails, Qdrant holds chunks no committed document owns ("orphans"): retrieval
+and if it fails, the index holds chunks no committed document owns ("orphans"): retrieval
 never returns them, and ``reconcile`` (run at open, and after a write whose clean-up
 failed) removes those the mode may remove.
 """
@@ -22,8 +22,6 @@ from pathlib import Path
 import numpy as np
 from llama_index.core import Document
 from llama_index.core.schema import BaseNode, MetadataMode
-from llama_index.core.vector_stores.types import VectorStoreQuery
-from llama_index.vector_stores.qdrant import QdrantVectorStore
 from qdrant_client import QdrantClient
 
 from rag.knowledge.chunking import HEADING_PATH_KEY
@@ -46,11 +44,12 @@ from rag.knowledge.models import (
     Passage,
 )
 from rag.knowledge.state import KBState, Triples
+from rag.knowledge.vectors import QdrantIndex, VectorIndex
 
 log = logging.getLogger(__name__)
 
 # QdrantVectorStore creates a payload index that local mode ignores, with a warning
-# on every open; the embedded default is local mode, so the warning is noise.
+# on every open; where an operator chose local mode, the warning is noise.
 warnings.filterwarnings("ignore", message="Payload indexes have no effect in the local Qdrant")
 
 
@@ -76,16 +75,16 @@ class DocumentNotFoundError(KeyError):
 
 
 class KnowledgeBase:
-    """Owns the chunks (Qdrant), the document hashes (docstore) and the KB version.
+    """Owns the chunks (a ``VectorIndex``), the document hashes (docstore) and the KB version.
 
-    All methods are thread-safe: Qdrant local mode allows one client per folder,
-    so the API, the ingest path and the scheduler share this one instance.
+    All methods are thread-safe: an embedded index has one owner per folder, so the
+    API, the ingest path and the scheduler share this one instance.
     """
 
     def __init__(
         self,
         data_dir: Path,
-        client: QdrantClient | Callable[[], QdrantClient],
+        index: VectorIndex | QdrantClient | Callable[[], QdrantClient],
         embedder: Embedder,
         *,
         collection: str = "warmrag",
@@ -96,19 +95,24 @@ class KnowledgeBase:
         chunking: ChunkingStrategy = DEFAULT_CHUNKING,
         load: bool = True,
     ) -> None:
-        """``client`` may be a factory, called by ``open``; ``load=False`` defers all
-        I/O (reading the docstore, opening Qdrant, reconciling) to ``open``.
+        """``index``: where the vectors live (``rag.knowledge.vectors``); a Qdrant client,
+        or a factory of one called by ``open``, is a ``QdrantIndex`` on ``collection``.
+        ``load=False`` defers all I/O (reading the docstore, opening the index,
+        reconciling) to ``open``.
         ``commit``: how writes commit, one strategy per knowledge base (``rag.knowledge.commit``):
         ``EmbeddedCommit`` (the default) or, on a collection on a server others may use,
         ``SharedCommit``.
         ``embed_keys``: metadata embedded with each chunk (``rag.knowledge.ingest``);
         ``chunking``: how documents are cut (``rag.knowledge.chunking``)."""
         self._dir = data_dir
-        self._client_source = client
-        self._client: QdrantClient | None = None
+        if isinstance(index, QdrantClient):
+            index = QdrantIndex(index, collection)
+        elif callable(index):
+            index = QdrantIndex(None, collection, connect=index)
+        self._index: VectorIndex = index
+        self._opened = False
         self._collection = collection
         self._embedder = embedder
-        self._vectors: QdrantVectorStore | None = None
         self._pipeline = build_pipeline(embedder, chunk_tokens, chunk_overlap_tokens, chunking)
         self._chunking = chunking
         self._embed_keys = tuple(embed_keys)
@@ -121,15 +125,14 @@ class KnowledgeBase:
             self.open()
 
     def open(self) -> None:
-        """Open Qdrant, read the docstore, and remove what an interrupted write left."""
+        """Open the index, read the docstore, and remove what an interrupted write left."""
         with self._lock:
-            if self._client is not None:
+            if self._opened:
                 return
             self._dir.mkdir(parents=True, exist_ok=True)
-            source = self._client_source
-            self._client = source if isinstance(source, QdrantClient) else source()
-            self._vectors = QdrantVectorStore(collection_name=self._collection, client=self._client)
-            self._state = self._strategy.open(self._client, self._collection, self._dir)
+            self._index.open()
+            self._state = self._strategy.open(self._index, self._collection, self._dir)
+            self._opened = True
             self.reconcile()
 
     @property
@@ -146,16 +149,15 @@ class KnowledgeBase:
     def close(self) -> None:
         with self._lock:
             self._strategy.release()
-            if self._client is not None:
-                self._client.close()
+            if self._opened:
+                self._index.close()
+                self._state.close()
+                self._state = KBState()
+                self._opened = False
 
     @property
-    def client(self) -> QdrantClient:
-        return require_open(self._client)
-
-    @property
-    def vectors(self) -> QdrantVectorStore:
-        return require_open(self._vectors)
+    def index(self) -> VectorIndex:
+        return require_open(self._index if self._opened else None)
 
     # ----- state --------------------------------------------------------------
 
@@ -169,7 +171,7 @@ class KnowledgeBase:
 
     def document_ids(self) -> list[str]:
         with self._lock:
-            return sorted(self._state.docstore.get_all_ref_doc_info() or {})
+            return self._state.document_ids()
 
     def document_hash(self, doc_id: str) -> str | None:
         with self._lock:
@@ -177,7 +179,7 @@ class KnowledgeBase:
 
     def supplied_triples(self, doc_id: str) -> list[list[str]]:
         with self._lock:
-            return list(self._state.triples.get(doc_id, []))
+            return self._state.supplied_triples(doc_id)
 
     def chunk_ids(self, doc_id: str) -> list[str]:
         with self._lock:
@@ -205,7 +207,7 @@ class KnowledgeBase:
         ]
 
     def _collection_exists(self) -> bool:
-        return bool(self.client.collection_exists(self._collection))
+        return self.index.exists()
 
     # ----- writes -------------------------------------------------------------
 
@@ -251,6 +253,7 @@ class KnowledgeBase:
             stale = sorted(set(old_chunks) - {n.node_id for n in nodes})
             self._remove_chunks(stale)
             checkpoint("ingest.old_chunks_removed")
+            self._index_new_chunks()
             texts: dict[str, list[tuple[str, str]]] = {}
             for n in nodes:  # in document order: ``ChunkIdentity`` numbered them so
                 texts.setdefault(n.ref_doc_id or "", []).append((n.node_id, _text(n)))
@@ -271,7 +274,7 @@ class KnowledgeBase:
 
     def _commit(self, docs: list[Document], nodes: list[BaseNode], triples: Triples) -> None:
         """Add the new chunks, then make the new document versions current."""
-        self.vectors.add(nodes)
+        self.index.add(nodes)
         checkpoint("ingest.vectors_added")
         self._strategy.publish([n.node_id for n in nodes])
         self._state.put(docs, nodes, triples)
@@ -281,7 +284,7 @@ class KnowledgeBase:
     def _rollback(self) -> None:
         """After a failed write: back to the committed state, minus any orphaned chunks.
 
-        If Qdrant cannot remove them now, retrieval still hides them and the next
+        If the index cannot remove them now, retrieval still hides them and the next
         ``reconcile`` removes them."""
         try:
             self._state = self._strategy.reread(self._state)
@@ -298,10 +301,19 @@ class KnowledgeBase:
         try:
             with self._lock:
                 if self._collection_exists():
-                    self.vectors.delete_nodes(list(chunk_ids))
+                    self.index.delete(list(chunk_ids))
         except Exception:
             log.exception("removing %d old chunks failed; retried later", len(chunk_ids))
             self._needs_reconcile = True
+
+    def _index_new_chunks(self) -> None:
+        """After a committed write: let the index build what it builds on request (the
+        embedded Edge shard's HNSW, in its own process). A failure leaves the new chunks
+        searchable by brute force until the next write retries."""
+        try:
+            self.index.optimize()
+        except Exception:
+            log.exception("indexing the new chunks failed; they stay searchable unindexed")
 
     @property
     def needs_reconcile(self) -> bool:
@@ -354,24 +366,22 @@ class KnowledgeBase:
 
         A chunk whose document hash is not the docstore's current one (left by a
         write that crashed or whose clean-up failed) is skipped: deleted or replaced
-        text is never retrievable, whatever Qdrant still holds."""
+        text is never retrievable, whatever the index still holds."""
         with self._lock:
             if not self._collection_exists():
                 return []
             fetch = top_k + (16 if self._needs_reconcile else 2)
-            result = self.vectors.query(
-                VectorStoreQuery(query_embedding=query_embedding.tolist(), similarity_top_k=fetch),
-                qdrant_filters=self._strategy.visible(),
-            )
+            hits = self.index.search(query_embedding.tolist(), fetch, self._strategy.visible())
             # A reader without the lease knows only what was there at its start: it
             # trusts the committed points (Qdrant filtered out unfinished writes).
             trust_points = not self.writable
             current = {
                 d: self._state.docstore.get_document_hash(d)
-                for d in {n.ref_doc_id or "" for n in result.nodes or []}
+                for d in {h.node.ref_doc_id or "" for h in hits}
             }
         passages = []
-        for node, score in zip(result.nodes or [], result.similarities or [], strict=False):
+        for hit in hits:
+            node, score = hit.node, hit.score
             doc_id = node.ref_doc_id or ""
             known = current.get(doc_id)
             stale = known is None or known != node.metadata.get(DOC_HASH_KEY)
@@ -393,8 +403,7 @@ class KnowledgeBase:
         with self._lock:
             if not self._collection_exists():
                 return 0
-            shown = self._strategy.visible()
-            return int(self.client.count(self._collection, count_filter=shown, exact=True).count)
+            return self.index.count(self._strategy.visible())
 
 
 def _text(node: BaseNode) -> str:

@@ -4,15 +4,16 @@
 old chunks removed. Where the two ways of storing the collection differ, it asks its
 ``CommitStrategy``, chosen once when it is built (``api.stores.build_knowledge``):
 
-- ``EmbeddedCommit``, the default: Qdrant local mode in the data folder, which warmrag
-  owns. The docstore file is the commit point.
+- ``EmbeddedCommit``, the default: an index in the data folder (a Qdrant Edge shard, or
+  Qdrant local mode where the operator asks for it), which warmrag owns. The docstore
+  file is the commit point.
 - ``SharedCommit`` (``rag.knowledge.shared_commit``): a collection on a Qdrant server,
   which may outlive the data folder or be seen by a second instance. The points carry
   the state instead, the docstore is rebuilt from them at open, one instance holds the
   writer's lease, and clean-up removes only this instance's own half-finished writes:
   see ``rag.knowledge.collection``.
 
-Either way the state (``KBState``) is kept in the data folder's ``docstore.json``; the
+Either way the state (``KBState``) is kept in the data folder's ``kb.sqlite3``; the
 strategy says whether that file is the truth or a cache of the points.
 """
 
@@ -25,15 +26,14 @@ from pathlib import Path
 from typing import TypeVar
 
 from llama_index.core.schema import BaseNode
-from qdrant_client import QdrantClient
 from qdrant_client import models as qm
 
 from durable import remove_stale_temps
-from rag.knowledge.state import KBState, Triples
+from rag.knowledge.ingest import DOC_HASH_KEY
+from rag.knowledge.state import LEGACY_FILE, KBState, Triples
+from rag.knowledge.vectors import VectorIndex
 
 log = logging.getLogger(__name__)
-
-STATE_FILE = "docstore.json"
 
 T = TypeVar("T")
 
@@ -47,27 +47,23 @@ def require_open(value: T | None) -> T:
 
 class CommitStrategy(ABC):
     """One storage mode's part of every write and read; one per knowledge base, bound
-    to its Qdrant client by ``open``."""
+    to its vector index by ``open``."""
 
     def __init__(self) -> None:
-        self._client: QdrantClient | None = None
+        self._index: VectorIndex | None = None
         self._collection = ""
         self._data_dir = Path()
 
-    def open(self, client: QdrantClient, collection: str, data_dir: Path) -> KBState:
-        """Bind to the opened store and return the committed state: the docstore file
-        (temp files a crash mid-save left removed first), as the mode reads it."""
-        self._client, self._collection, self._data_dir = client, collection, data_dir
-        remove_stale_temps(data_dir, STATE_FILE)
-        return self._start(KBState.load(self.state_path))
+    def open(self, index: VectorIndex, collection: str, data_dir: Path) -> KBState:
+        """Bind to the opened index and return the committed state, as the mode reads it
+        (an old folder's ``docstore.json`` moved into SQLite first)."""
+        self._index, self._collection, self._data_dir = index, collection, data_dir
+        remove_stale_temps(data_dir, LEGACY_FILE)  # what a crash mid-save left, before SQLite
+        return self._start(KBState.open(data_dir))
 
     @property
-    def state_path(self) -> Path:
-        return self._data_dir / STATE_FILE
-
-    @property
-    def client(self) -> QdrantClient:
-        return require_open(self._client)
+    def index(self) -> VectorIndex:
+        return require_open(self._index)
 
     @abstractmethod
     def _start(self, cached: KBState) -> KBState:
@@ -101,7 +97,7 @@ class CommitStrategy(ABC):
 
     @abstractmethod
     def save(self, state: KBState) -> None:
-        """Write the docstore file after a change."""
+        """Commit the state's changes to its file."""
 
     @abstractmethod
     def reread(self, state: KBState) -> KBState:
@@ -118,11 +114,11 @@ class CommitStrategy(ABC):
 
 
 class EmbeddedCommit(CommitStrategy):
-    """The embedded default: the docstore file is the commit point.
+    """The embedded default: the state file's transaction is the commit point.
 
     Write order keeps the store consistent across a crash at any point: new chunks are
-    added first, then the docstore (with the KB version) is replaced atomically, then
-    the old chunks are deleted. Until that last step, and if it fails, Qdrant holds
+    added first, then the state (docstore, KB version) commits, then the old chunks are
+    deleted. Until that last step, and if it fails, Qdrant holds
     chunks no committed document owns ("orphans"): retrieval never returns them (each
     hit's document hash is checked against the docstore), and ``remove_leftovers`` (run
     at open, and after a write whose clean-up failed) removes them."""
@@ -132,7 +128,7 @@ class EmbeddedCommit(CommitStrategy):
 
     @property
     def writable(self) -> bool:
-        return True  # local mode locks the folder: no other writer can open it
+        return True  # the embedded index locks its folder: no other writer can open it
 
     def take_writer(self, state: KBState) -> KBState:
         return state
@@ -151,17 +147,18 @@ class EmbeddedCommit(CommitStrategy):
 
     def save(self, state: KBState) -> None:
         """The commit point: a failure here fails the write."""
-        state.save(self.state_path)
+        state.save()
 
     def reread(self, state: KBState) -> KBState:
-        return KBState.load(self.state_path)
+        state.rollback()
+        return state
 
     def remove_leftovers(self, state: KBState) -> int:
         """Every chunk no committed document version owns."""
-        stale = state.orphans(self.client, self._collection)
+        stale = state.orphans(self.index.payloads(["doc_id", DOC_HASH_KEY]))
         if stale:
             log.warning("reconcile: removing %d chunks left by an interrupted write", len(stale))
-            self.client.delete(self._collection, points_selector=stale)
+            self.index.delete(stale)
         return len(stale)
 
     def visible(self) -> qm.Filter | None:

@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Sequence
 
 from llama_index.core.schema import BaseNode
+from qdrant_client import QdrantClient
 from qdrant_client import models as qm
 
 from durable import atomic_write
@@ -24,6 +25,7 @@ from rag.knowledge.embedding import EMBEDDING_DIM
 from rag.knowledge.faults import checkpoint
 from rag.knowledge.lease import CollectionLease, CollectionLeasedError
 from rag.knowledge.state import KBState, Triples
+from rag.knowledge.vectors import QdrantIndex
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +39,14 @@ class SharedCommit(CommitStrategy):
         self._config = config
         self.writer_id = config.writer_id or ""
         self._lease: CollectionLease | None = None
+
+    @property
+    def client(self) -> QdrantClient:
+        """A shared collection is on a server: its index is a ``QdrantIndex``."""
+        index = self.index
+        if not isinstance(index, QdrantIndex):
+            raise TypeError(f"a shared collection is on a server, not {type(index).__name__}")
+        return index.client
 
     def _start(self, cached: KBState) -> KBState:
         """Create the collection if needed, take the lease if it is free (else stay
@@ -82,15 +92,15 @@ class SharedCommit(CommitStrategy):
         return points.scan(self.client, self._collection)
 
     def _adopt(self, found: CollectionScan, state: KBState) -> KBState:
-        """The state the collection's committed points say; a new KB version (cached in
-        the docstore file, by the writer) where the documents differ from ``state``."""
-        adopted = KBState.from_scan(found, state.version)
-        if adopted.hashes() != state.hashes():
-            adopted.version += 1
+        """The state the collection's committed points say, in place of ``state``'s; a
+        new KB version where the documents differ (cached in the state file)."""
+        before = state.hashes()
+        state.replace_from_scan(found)
+        if state.hashes() != before:
+            state.version += 1
             log.info("knowledge base read from the collection: %d documents", len(found.current))
-            if self.writable:
-                self.save(adopted)
-        return adopted
+        self.save(state)
+        return state
 
     @property
     def writable(self) -> bool:
@@ -143,9 +153,10 @@ class SharedCommit(CommitStrategy):
 
     def save(self, state: KBState) -> None:
         """A cache of what the committed points say, so a failure to write it fails
-        nothing (the next start rebuilds it)."""
+        nothing: the changes stay in the open transaction, committed with the next save
+        that succeeds (or rebuilt by the next start)."""
         try:
-            state.save(self.state_path)
+            state.save()
         except OSError:
             log.warning("could not cache the docstore in %s; the collection has it", self._data_dir)
 

@@ -1,96 +1,116 @@
 """What the knowledge base knows of its documents: a llama-index docstore (each
 document's content hash and chunks), the triples callers supplied, and the KB version.
 
-In the embedded default ``docstore.json`` holds it and its atomic replacement is the
-commit point of every write. On a shared Qdrant collection the committed points are
-the truth and this state is rebuilt from them (``from_scan``); the file is a cache.
+All of it lives in one SQLite file (``kb.sqlite3``, through ``SqliteKVStore``), and a
+write changes only its own rows. In the embedded default the commit of a write's
+transaction (``save``) is the commit point. On a shared Qdrant collection the
+committed points are the truth and this state is rebuilt from them
+(``replace_from_scan``); the file is a cache.
+
+A data folder from before keeps its state in ``docstore.json``, rewritten whole on every
+write; ``open`` moves it into SQLite once (``migrate_json``) and keeps the old file as
+``docstore.json.migrated``.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+import logging
+import os
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 from llama_index.core import Document
 from llama_index.core.schema import BaseNode
-from llama_index.core.storage.docstore import SimpleDocumentStore
+from llama_index.core.storage.docstore.keyval_docstore import KVDocumentStore
 from llama_index.core.vector_stores.utils import metadata_dict_to_node
-from qdrant_client import QdrantClient
-from qdrant_client.models import ExtendedPointId
 
-from durable import atomic_write
 from rag.knowledge.collection import CollectionScan
 from rag.knowledge.ingest import DOC_HASH_KEY
+from rag.knowledge.kvstore import SqliteKVStore
+
+log = logging.getLogger(__name__)
 
 Triples = dict[str, list[list[str]]]
+STATE_FILE = "kb.sqlite3"
+LEGACY_FILE = "docstore.json"
+#: warmrag's own collections beside llama-index's ("docstore/data", ...).
+META, TRIPLES = "warmrag/meta", "warmrag/triples"
 
 
-@dataclass
 class KBState:
-    docstore: SimpleDocumentStore = field(default_factory=SimpleDocumentStore)
-    version: int = 0
-    triples: Triples = field(default_factory=dict)  # callers' own; the graph derives from it
+    """The docstore, the supplied triples and the KB version, over one ``SqliteKVStore``.
+
+    Changes join one transaction until ``save`` commits them or ``rollback`` forgets
+    them; reads in between see them (the knowledge base holds its lock throughout)."""
+
+    def __init__(self, kv: SqliteKVStore | None = None) -> None:
+        """``kv``: the store (an empty in-memory one before the knowledge base opens)."""
+        self.kv = kv or SqliteKVStore(":memory:")
+        self.docstore = KVDocumentStore(self.kv)
+        self._version = self._read_version()
 
     @classmethod
-    def load(cls, path: Path) -> KBState:
-        if not path.exists():
-            return cls()
-        state = json.loads(path.read_text(encoding="utf-8"))
-        return cls(
-            SimpleDocumentStore.from_dict(state["docstore"]),
-            int(state["kb_version"]),
-            dict(state.get("triples", {})),
-        )
+    def open(cls, folder: Path) -> KBState:
+        """The state in ``folder``, moved from a ``docstore.json`` there first if needed."""
+        path, legacy = folder / STATE_FILE, folder / LEGACY_FILE
+        if not path.exists() and legacy.exists():
+            migrate_json(legacy, path)
+        return cls(SqliteKVStore(path))
 
-    def save(self, path: Path) -> None:
-        state = {
-            "kb_version": self.version,
-            "docstore": self.docstore.to_dict(),
-            "triples": self.triples,
-        }
-        data = json.dumps(state).encode()
-        atomic_write(path, lambda fh: fh.write(data))
+    def close(self) -> None:
+        self.kv.close()
 
-    @classmethod
-    def from_scan(cls, found: CollectionScan, version: int) -> KBState:
-        """The state a shared collection's committed points describe."""
-        state = cls(version=version)
-        for doc_id, current in found.current.items():
-            nodes = [metadata_dict_to_node(p) for p in current.payloads]
-            state.docstore.add_documents(nodes, store_text=True)
-            state.docstore.set_document_hash(doc_id, current.doc_hash)
-            if current.triples:
-                state.triples[doc_id] = current.triples
-        return state
+    # ----- version ------------------------------------------------------------
 
-    def hashes(self) -> dict[str, str | None]:
-        return {d: self.docstore.get_document_hash(d) for d in self.document_ids()}
+    def _read_version(self) -> int:
+        stored = self.kv.get("kb_version", collection=META)
+        return int(stored["value"]) if stored else 0
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    @version.setter
+    def version(self, value: int) -> None:
+        self.kv.put("kb_version", {"value": value}, collection=META)
+        self._version = value
+
+    # ----- transaction --------------------------------------------------------
+
+    def save(self) -> None:
+        """Commit every change since the last save: the embedded commit point."""
+        self.kv.commit()
+
+    def rollback(self) -> None:
+        """Back to the last save."""
+        self.kv.rollback()
+        self._version = self._read_version()
+
+    # ----- reads ----------------------------------------------------------------
 
     def document_ids(self) -> list[str]:
         return sorted(self.docstore.get_all_ref_doc_info() or {})
 
-    def orphans(self, client: QdrantClient, collection: str) -> list[ExtendedPointId]:
-        """Points of ``collection`` that no committed document version owns (what an
-        interrupted embedded write left)."""
-        stale: list[ExtendedPointId] = []
-        offset = None
-        while True:
-            points, offset = client.scroll(
-                collection,
-                with_payload=["doc_id", DOC_HASH_KEY],
-                with_vectors=False,
-                limit=1024,
-                offset=offset,
-            )
-            for p in points:
-                payload = p.payload or {}
-                current = self.docstore.get_document_hash(str(payload.get("doc_id")))
-                if current is None or current != payload.get(DOC_HASH_KEY):
-                    stale.append(p.id)
-            if offset is None:
-                return stale
+    def hashes(self) -> dict[str, str | None]:
+        return {d: self.docstore.get_document_hash(d) for d in self.document_ids()}
+
+    def supplied_triples(self, doc_id: str) -> list[list[str]]:
+        stored = self.kv.get(doc_id, collection=TRIPLES)
+        return [list(t) for t in stored["triples"]] if stored else []
+
+    def orphans(self, points: Iterable[tuple[str, dict[str, Any]]]) -> list[str]:
+        """Of these (point id, payload) pairs, the points no committed document version
+        owns (what an interrupted embedded write left)."""
+        stale: list[str] = []
+        for point_id, payload in points:
+            current = self.docstore.get_document_hash(str(payload.get("doc_id")))
+            if current is None or current != payload.get(DOC_HASH_KEY):
+                stale.append(point_id)
+        return stale
+
+    # ----- writes (in the open transaction) -------------------------------------
 
     def put(self, docs: Sequence[Document], nodes: Sequence[BaseNode], triples: Triples) -> None:
         """Make these document versions (their hashes, chunks and supplied triples)
@@ -98,23 +118,59 @@ class KBState:
         for doc in docs:
             self.docstore.delete_ref_doc(doc.id_, raise_error=False)
             self.docstore.set_document_hash(doc.id_, doc.metadata[DOC_HASH_KEY])
-        # Vectors live in Qdrant; a copy in the docstore would make every save
-        # serialize them all again (the whole file is rewritten on each write).
+        # Vectors live in the vector index; the docstore keeps the text only.
         self.docstore.add_documents(
             [n.model_copy(update={"embedding": None}) for n in nodes], store_text=True
         )
         for doc_id, doc_triples in triples.items():
             if doc_triples:
-                self.triples[doc_id] = doc_triples
+                self.kv.put(doc_id, {"triples": doc_triples}, collection=TRIPLES)
             else:
-                self.triples.pop(doc_id, None)
+                self.kv.delete(doc_id, collection=TRIPLES)
 
     def forget(self, doc_id: str) -> None:
         """Drop a document: its chunks, its hash and its supplied triples."""
         self.docstore.delete_ref_doc(doc_id, raise_error=False)
         self.docstore.delete_document(doc_id, raise_error=False)
-        # SimpleDocumentStore has no public "forget this hash"; an absent hash is
-        # how upsert recognises a new document.
-        kv = self.docstore._kvstore
-        kv.delete(doc_id, collection=self.docstore._metadata_collection)
-        self.triples.pop(doc_id, None)
+        # The docstore has no public "forget this hash"; an absent hash is how upsert
+        # recognises a new document.
+        self.kv.delete(doc_id, collection=self.docstore._metadata_collection)
+        self.kv.delete(doc_id, collection=TRIPLES)
+
+    def replace_from_scan(self, found: CollectionScan) -> None:
+        """Everything replaced by what a shared collection's committed points describe
+        (the version kept)."""
+        version = self.version
+        self.kv.clear()
+        self.version = version
+        for doc_id, current in found.current.items():
+            nodes = [metadata_dict_to_node(p) for p in current.payloads]
+            self.docstore.add_documents(nodes, store_text=True)
+            self.docstore.set_document_hash(doc_id, current.doc_hash)
+            if current.triples:
+                self.kv.put(doc_id, {"triples": current.triples}, collection=TRIPLES)
+
+
+def migrate_json(legacy: Path, path: Path) -> None:
+    """Copy a ``docstore.json`` (llama-index's ``SimpleDocumentStore`` collections, the
+    version and the triples) into a new SQLite file, once.
+
+    The file is built beside ``path`` and renamed into place when complete, so a crash
+    part-way leaves the JSON file as the state and the next open starts again."""
+    saved = json.loads(legacy.read_text(encoding="utf-8"))
+    partial = path.with_name(path.name + ".partial")
+    for leftover in (partial, Path(f"{partial}-wal"), Path(f"{partial}-shm")):
+        leftover.unlink(missing_ok=True)
+    kv = SqliteKVStore(partial)
+    try:
+        for collection, items in dict(saved["docstore"]).items():
+            kv.put_all(list(items.items()), collection=collection)
+        for doc_id, doc_triples in dict(saved.get("triples", {})).items():
+            kv.put(doc_id, {"triples": doc_triples}, collection=TRIPLES)
+        kv.put("kb_version", {"value": int(saved["kb_version"])}, collection=META)
+        kv.commit()
+    finally:
+        kv.close()
+    os.replace(partial, path)
+    legacy.rename(legacy.with_name(legacy.name + ".migrated"))
+    log.info("knowledge-base state moved from %s into %s", legacy.name, path.name)

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-import rag.knowledge.state
 from api.cli import main
+from rag.knowledge.kvstore import SqliteKVStore
 from tests.api.test_storage_faults import failing
 from tests.conftest import ADMIN_TOKEN, Service, Services, free_port
 from tests.fakes import FakeEngine
@@ -296,12 +296,12 @@ def test_a_full_disk_stops_an_embedded_ingest_and_stores_nothing(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """Fault injected: the docstore's file write raises ENOSPC, as a full disk would."""
+    """Fault injected: the state file's commit raises ENOSPC, as a full disk would."""
     monkeypatch.setenv("WARMRAG_DATA_DIR", str(services.data_dir))
     page = tmp_path / "zorn.md"
     page.write_text("The river Zorn flows through Kellerby.\n")
     with monkeypatch.context() as patch:
-        patch.setattr(rag.knowledge.state, "atomic_write", failing(errno.ENOSPC))
+        patch.setattr(SqliteKVStore, "commit", failing(errno.ENOSPC))
         assert main(["ingest", "--embedded", str(page)]) == 1
     err = capsys.readouterr().err
     assert "ingest failed in" in err and "ENOSPC" in err, err

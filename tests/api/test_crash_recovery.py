@@ -5,7 +5,7 @@ Fault injected: ``WARMRAG_FAULT_KILL_AT`` makes a forked child (``crash_child.ma
 SIGKILL itself at one named point of an ingest or a delete (``rag.knowledge.faults``): no
 rollback, no ``finally``, no flush. The child is forked from the test process, so it
 starts with the embedding model already loaded (a fresh interpreter per case would
-spend most of the test importing). Real Qdrant local mode, docstore, graph, warm
+spend most of the test importing). The real embedded vector index, docstore, graph, warm
 registry and embedder; a fake engine in vLLM's place (what is checked is on disk).
 """
 
@@ -69,21 +69,12 @@ def assert_consistent(runtime: Runtime) -> None:
     """Qdrant, the docstore, the graph and the warm registry describe the same documents."""
     kb = runtime.kb
     docs = kb.document_ids()
-    points, offset = [], None
-    while True:
-        batch, offset = kb.client.scroll(
-            runtime.settings.qdrant_collection, with_payload=True, limit=256, offset=offset
-        )
-        points += batch
-        if offset is None:
-            break
     by_doc: dict[str, set[str]] = {}
-    for point in points:
-        payload = point.payload or {}
+    for point_id, payload in kb.index.payloads(["doc_id", DOC_HASH_KEY]):
         doc_id = str(payload.get("doc_id"))
-        assert doc_id in docs, f"chunk of unknown document {doc_id!r} in Qdrant"
+        assert doc_id in docs, f"chunk of unknown document {doc_id!r} in the vector index"
         assert payload.get(DOC_HASH_KEY) == kb.document_hash(doc_id), "chunk of an old version"
-        by_doc.setdefault(doc_id, set()).add(str(point.id))
+        by_doc.setdefault(doc_id, set()).add(point_id)
     for doc_id in docs:
         assert by_doc.get(doc_id, set()) == set(kb.chunk_ids(doc_id)), doc_id
 

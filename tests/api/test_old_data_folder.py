@@ -5,8 +5,10 @@ embedded-mode folder that commit a0492f6 wrote through its own ``Runtime``: thre
 documents with supplied and extracted triples (one of them replaced, a fourth added and
 deleted: KB version 4) and a warm registry with one entry. It is opened here, on a copy,
 with what the service opens its folder with: ``api.stores.build_knowledge`` for the
-knowledge base and its graph, ``WarmupStore`` for the registry. Real Qdrant local mode,
-docstore, graph, SQLite and embedder; no LLM (what is checked is on disk).
+knowledge base and its graph, ``WarmupStore`` for the registry. Its Qdrant local-mode
+folder and ``docstore.json`` move into a Qdrant Edge shard and ``kb.sqlite3`` on that
+first open, and are kept renamed. Real stores and embedder; no LLM (what is checked is
+on disk).
 """
 
 from __future__ import annotations
@@ -63,6 +65,9 @@ def facts(knowledge: KnowledgeService, doc_id: str) -> list[list[str]]:
 
 async def check_old_folder(data_dir: Path, embedder: Embedder) -> None:
     knowledge = opened(data_dir, embedder)
+    moved = ["edge", "kb.sqlite3", "qdrant.migrated", "docstore.json.migrated"]
+    assert all((data_dir / name).exists() for name in moved)
+    assert not (data_dir / "qdrant").exists() and not (data_dir / "docstore.json").exists()
     try:
         kb, graph = knowledge.kb, knowledge.graph_sync.graph
         assert kb.document_ids() == DOC_IDS

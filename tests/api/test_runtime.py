@@ -24,7 +24,7 @@ def test_runtime_construction_does_no_io(tmp_path: Path) -> None:
         await runtime.stop()
 
     asyncio.run(open_and_stop())
-    assert (data / "qdrant").is_dir() and (data / "warmup.sqlite3").is_file()
+    assert (data / "edge").is_dir() and (data / "warmup.sqlite3").is_file()
 
 
 def test_the_fact_choice_is_path_aware_unless_turned_off(tmp_path: Path) -> None:

@@ -1,10 +1,11 @@
 """A full or read-only data folder: ingest and delete answer 507/503 naming the
 problem, nothing is half-written, and chats keep answering.
 
-Faults injected: the docstore's file write (``atomic_write``) or Qdrant's insert
-raises ``OSError`` with ENOSPC, EROFS or EACCES, as the file system would. A real
-full disk cannot be made here without privileges a test should not need. Real
-Qdrant, docstore, graph and embedder; a fake engine in vLLM's place.
+Faults injected: the state file's commit (``SqliteKVStore.commit``) or the vector
+index's insert raises ``OSError`` with ENOSPC, EROFS or EACCES, as the file system would
+(SQLite's own "full" is turned into ENOSPC: ``tests/rag/knowledge/test_state.py``). A
+real full disk cannot be made here without privileges a test should not need. Real
+vector index, state file, graph and embedder; a fake engine in vLLM's place.
 """
 
 from __future__ import annotations
@@ -14,10 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from llama_index.vector_stores.qdrant import QdrantVectorStore
-from qdrant_client import QdrantClient
 
-import rag.knowledge.state
+from rag.knowledge.kvstore import SqliteKVStore
 from tests.conftest import Service
 from tests.fakes import FakeEngine
 
@@ -65,9 +64,9 @@ def test_storage_failure_changes_nothing_and_chats_go_on(
     before = snapshot(service)
     with monkeypatch.context() as patch:
         if target == "docstore":
-            patch.setattr(rag.knowledge.state, "atomic_write", failing(code))
+            patch.setattr(SqliteKVStore, "commit", failing(code))
         else:
-            patch.setattr(QdrantVectorStore, "add", failing(code))
+            patch.setattr(type(service.runtime.kb.index), "add", failing(code))
         for request in (
             lambda: service.client.post(
                 "/admin/documents", json={"documents": [ASTER]}, headers=service.admin()
@@ -106,8 +105,8 @@ def test_failed_chunk_removal_never_leaves_deleted_text_retrievable(
     start_fake_service: Callable[..., tuple[Service, FakeEngine]],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Fault injected: Qdrant's delete fails after the docstore committed a delete (and
-    a replace). The text must not be retrievable nor its triples injected meanwhile;
+    """Fault injected: the vector index's delete fails after the docstore committed a
+    delete (and a replace). The text must not be retrievable nor its triples injected meanwhile;
     the next write removes the orphaned chunks."""
     service, _ = start_fake_service()
     service.ingest(
@@ -116,8 +115,8 @@ def test_failed_chunk_removal_never_leaves_deleted_text_retrievable(
     )
     chunks_before = service.runtime.kb.count_chunks()
     with monkeypatch.context() as patch:
-        patch.setattr(QdrantVectorStore, "delete_nodes", failing(errno.EIO))
-        patch.setattr(QdrantClient, "delete", failing(errno.EIO))  # the reconcile retry too
+        # The clean-up and the reconcile retry both go through the index's delete.
+        patch.setattr(type(service.runtime.kb.index), "delete", failing(errno.EIO))
         resp = service.client.delete("/admin/documents/zorn", headers=service.admin())
         assert resp.status_code == 200  # committed: the clean-up is retried later
         assert service.runtime.kb.count_chunks() == chunks_before  # the orphan is still there

@@ -54,6 +54,8 @@ def test_the_scale_section_measures_retrieval_end_to_end(
         assert row["queries"] == TINY.queries
         assert 0 < row["p50_ms"] <= row["p95_ms"]
         assert row["top1_own_town_share"] >= 0.8
+        # On the embedded default's index, reopened as at a restart, in its own process.
+        assert row["recall_at_10"] >= 0.9 and row["open_s"] > 0 and row["index_rss_mib"] > 0
     assert [r["triples"] for r in scale["subgraph"]] == [999]  # the generator's own count
     assert all(r["p50_ms"] > 0 for r in scale["subgraph"])
     assert [r["entries"] for r in scale["detection"]] == TINY.entry_sizes

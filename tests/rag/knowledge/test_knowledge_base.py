@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from qdrant_client import QdrantClient
 
-import rag.knowledge.state
 from rag.knowledge.base import DocumentNotFoundError, KnowledgeBase
 from rag.knowledge.embedding import Embedder
+from rag.knowledge.kvstore import SqliteKVStore
 from rag.knowledge.models import DocumentIn
 
 CURIE = DocumentIn(id="curie", text="Marie Curie discovered polonium and radium in Paris.")
@@ -109,7 +109,7 @@ def test_crash_between_add_and_commit_leaves_old_version(open_kb, monkeypatch) -
     def disk_error(*args: object, **kwargs: object) -> None:
         raise OSError("disk full (injected)")
 
-    monkeypatch.setattr(rag.knowledge.state, "atomic_write", disk_error)
+    monkeypatch.setattr(SqliteKVStore, "commit", disk_error)
     with pytest.raises(OSError):
         kb.upsert([DocumentIn(id="curie", text="Marie Curie was born in Warsaw.")])
     monkeypatch.undo()

@@ -15,6 +15,7 @@ from rag.knowledge import collection as shared_points
 from rag.knowledge.base import KnowledgeBase
 from rag.knowledge.collection import SharedCollection
 from rag.knowledge.embedding import EMBEDDING_DIM, Embedder
+from rag.knowledge.kvstore import SqliteKVStore
 from rag.knowledge.lease import LEASE_POINT_ID, CollectionLease, CollectionLeasedError
 from rag.knowledge.models import DocumentIn
 from rag.knowledge.shared_commit import SharedCommit
@@ -250,13 +251,11 @@ def test_on_a_server_a_full_data_folder_fails_no_write(
     only a cache: the write commits in the collection, and a new folder sees it."""
     import errno
 
-    import rag.knowledge.state
-
     def full(*args: object, **kwargs: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
     kb = instance("me")
-    monkeypatch.setattr(rag.knowledge.state, "atomic_write", full)
+    monkeypatch.setattr(SqliteKVStore, "commit", full)
     assert kb.upsert([CURIE]).added == ["curie"]
     monkeypatch.undo()
     kb.release_writer()

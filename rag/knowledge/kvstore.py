@@ -1,0 +1,156 @@
+"""llama-index's key-value store interface over one SQLite file, with the transaction
+left to the caller: the knowledge base's docstore, hashes, triples and version live in
+it, and its ``commit`` is the commit point of every embedded write.
+
+Written here rather than taken from a llama-index integration because none stores in
+SQLite, and the ones over other databases commit each ``put`` on its own: a write of
+the knowledge base must become visible all at once, or not at all, after its chunks
+are in the vector index. A write changes only its own rows, where the JSON docstore
+it replaces was rewritten whole on every write (O(knowledge base) per ingest).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from llama_index.core.storage.kvstore.types import DEFAULT_COLLECTION, BaseKVStore
+
+#: SQLite's result codes, as the errors a full or read-only disk raises elsewhere; the
+#: API answers them (507, 503) the same whichever store hit them.
+_AS_ERRNO = {
+    sqlite3.SQLITE_FULL: errno.ENOSPC,
+    sqlite3.SQLITE_READONLY: errno.EROFS,
+    sqlite3.SQLITE_CANTOPEN: errno.EACCES,
+    sqlite3.SQLITE_PERM: errno.EACCES,
+    sqlite3.SQLITE_IOERR: errno.EIO,
+}
+
+
+def as_os_error(exc: sqlite3.Error) -> OSError:
+    code = getattr(exc, "sqlite_errorcode", None)
+    primary = code & 0xFF if isinstance(code, int) else None  # extended codes keep the low byte
+    return OSError(_AS_ERRNO.get(primary or -1, errno.EIO), f"SQLite: {exc}")
+
+
+class SqliteKVStore(BaseKVStore):
+    """Collections of JSON values in one table; writes join one open transaction until
+    ``commit`` (or ``rollback``). Thread-safe: one connection behind a lock."""
+
+    def __init__(self, path: Path | str) -> None:
+        """``path``: the file, or ``":memory:"``. Opening creates the table."""
+        self._lock = threading.RLock()
+        try:
+            self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")  # a commit survives a power cut
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS kv (collection TEXT NOT NULL, key TEXT NOT NULL, "
+                "value TEXT NOT NULL, PRIMARY KEY (collection, key)) WITHOUT ROWID"
+            )
+        except sqlite3.Error as exc:
+            raise as_os_error(exc) from exc
+
+    @contextmanager
+    def _writing(self) -> Iterator[sqlite3.Connection]:
+        """The connection, in the open transaction (begun here if none is)."""
+        with self._lock:
+            try:
+                if not self._db.in_transaction:
+                    self._db.execute("BEGIN IMMEDIATE")
+                yield self._db
+            except sqlite3.Error as exc:
+                raise as_os_error(exc) from exc
+
+    # ----- transaction --------------------------------------------------------
+
+    def commit(self) -> None:
+        """Make every write since the last commit durable, all at once."""
+        with self._lock:
+            if not self._db.in_transaction:
+                return
+            try:
+                self._db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise as_os_error(exc) from exc
+
+    def rollback(self) -> None:
+        """Forget every write since the last commit."""
+        with self._lock:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+
+    @property
+    def pending(self) -> bool:
+        """Writes made and not committed yet."""
+        return self._db.in_transaction
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # ----- BaseKVStore ----------------------------------------------------------
+
+    def put(self, key: str, val: dict, collection: str = DEFAULT_COLLECTION) -> None:
+        self.put_all([(key, val)], collection=collection)
+
+    def put_all(
+        self,
+        kv_pairs: list[tuple[str, dict]],
+        collection: str = DEFAULT_COLLECTION,
+        batch_size: int = 1,
+    ) -> None:
+        rows = [(collection, key, json.dumps(val)) for key, val in kv_pairs]
+        with self._writing() as db:
+            db.executemany("INSERT OR REPLACE INTO kv VALUES (?, ?, ?)", rows)
+
+    def get(self, key: str, collection: str = DEFAULT_COLLECTION) -> dict | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT value FROM kv WHERE collection = ? AND key = ?", (collection, key)
+            ).fetchone()
+        return None if row is None else dict(json.loads(row[0]))
+
+    def get_all(self, collection: str = DEFAULT_COLLECTION) -> dict[str, dict]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT key, value FROM kv WHERE collection = ?", (collection,)
+            ).fetchall()
+        return {key: json.loads(value) for key, value in rows}
+
+    def keys(self, collection: str = DEFAULT_COLLECTION) -> list[str]:
+        """A collection's keys alone, sorted (without reading the values)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT key FROM kv WHERE collection = ? ORDER BY key", (collection,)
+            ).fetchall()
+        return [key for (key,) in rows]
+
+    def delete(self, key: str, collection: str = DEFAULT_COLLECTION) -> bool:
+        with self._writing() as db:
+            cursor = db.execute(
+                "DELETE FROM kv WHERE collection = ? AND key = ?", (collection, key)
+            )
+        return cursor.rowcount > 0
+
+    def clear(self) -> None:
+        """Every collection emptied (joins the open transaction)."""
+        with self._writing() as db:
+            db.execute("DELETE FROM kv")
+
+    async def aput(self, key: str, val: dict, collection: str = DEFAULT_COLLECTION) -> None:
+        self.put(key, val, collection)
+
+    async def aget(self, key: str, collection: str = DEFAULT_COLLECTION) -> dict | None:
+        return self.get(key, collection)
+
+    async def aget_all(self, collection: str = DEFAULT_COLLECTION) -> dict[str, dict]:
+        return self.get_all(collection)
+
+    async def adelete(self, key: str, collection: str = DEFAULT_COLLECTION) -> bool:
+        return self.delete(key, collection)

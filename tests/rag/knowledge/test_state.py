@@ -1,0 +1,141 @@
+"""The knowledge base's state in SQLite: writes touch only their own rows, a real full
+file is a clean ENOSPC, and an old folder's ``docstore.json`` moves in once."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
+from llama_index.core.storage.docstore import SimpleDocumentStore
+
+from rag.knowledge.base import KnowledgeBase
+from rag.knowledge.edge import EdgeIndex
+from rag.knowledge.embedding import EMBEDDING_DIM, Embedder
+from rag.knowledge.kvstore import SqliteKVStore
+from rag.knowledge.models import DocumentIn
+from rag.knowledge.state import LEGACY_FILE, STATE_FILE, KBState
+
+
+def kb_on(folder: Path, embedder: Embedder) -> KnowledgeBase:
+    return KnowledgeBase(folder, EdgeIndex(folder / "edge", EMBEDDING_DIM), embedder)
+
+
+def doc(i: int) -> DocumentIn:
+    return DocumentIn(id=f"doc-{i}", text=f"Town {i} lies on river {i} and trades in wool {i}.")
+
+
+def statements_of_one_upsert(folder: Path, embedder: Embedder, documents: int) -> int:
+    """SQL statements that write, in one document's ingest into a KB of ``documents``."""
+    kb = kb_on(folder, embedder)
+    kb.upsert([doc(i) for i in range(documents)])
+    writes: list[str] = []
+    db = kb._state.kv._db
+    db.set_trace_callback(
+        lambda sql: writes.append(sql) if sql.split()[0] in ("INSERT", "DELETE", "UPDATE") else None
+    )
+    kb.upsert([DocumentIn(id="doc-0", text="Town 0 now trades in salt.")])
+    db.set_trace_callback(None)
+    kb.close()
+    return len(writes)
+
+
+def test_a_write_changes_only_its_own_rows(tmp_path: Path, embedder: Embedder) -> None:
+    """O(change): replacing one document writes as many rows in a knowledge base of 40
+    documents as in one of 2 (the JSON docstore rewrote every document's each time)."""
+    small = statements_of_one_upsert(tmp_path / "small", embedder, 2)
+    large = statements_of_one_upsert(tmp_path / "large", embedder, 40)
+    assert 0 < small == large, (small, large)
+
+
+def test_a_full_state_file_fails_the_write_with_enospc_and_keeps_the_last_commit(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    """No injection: SQLite's own SQLITE_FULL, from a page limit on the file."""
+    kb = kb_on(tmp_path, embedder)
+    kb.upsert([doc(0)])
+    pages = kb._state.kv._db.execute("PRAGMA page_count").fetchone()[0]
+    kb._state.kv._db.execute(f"PRAGMA max_page_count = {pages + 1}")
+    big = DocumentIn(id="big", text=" ".join(f"Sentence {i} about wool." for i in range(3000)))
+    with pytest.raises(OSError) as failed:
+        kb.upsert([big])
+    assert failed.value.errno == errno.ENOSPC
+    assert kb.document_ids() == ["doc-0"] and kb.version == 1
+    kb.close()
+    kb = kb_on(tmp_path, embedder)
+    assert kb.document_ids() == ["doc-0"] and kb.count_chunks() == len(kb.chunk_ids("doc-0"))
+    kb.close()
+
+
+def legacy_folder(folder: Path) -> None:
+    """A ``docstore.json`` as the JSON docstore wrote it: two documents, version 7."""
+    store = SimpleDocumentStore()
+    for doc_id, text in (("curie", "Marie Curie discovered radium."), ("zorn", "The Zorn.")):
+        node = TextNode(id_=f"{doc_id}-0", text=text, metadata={"doc_hash": f"h-{doc_id}"})
+        node.relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=doc_id)
+        store.add_documents([node], store_text=True)
+        store.set_document_hash(doc_id, f"h-{doc_id}")
+    folder.mkdir(parents=True, exist_ok=True)
+    saved = {
+        "kb_version": 7,
+        "docstore": store.to_dict(),
+        "triples": {"zorn": [["Zorn", "is", "a river"]]},
+    }
+    (folder / LEGACY_FILE).write_text(json.dumps(saved))
+
+
+def test_an_old_docstore_json_moves_into_sqlite_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    legacy_folder(tmp_path)
+
+    def interrupted(src: object, dst: object) -> None:
+        raise KeyboardInterrupt  # stopped after the copy, before it was put in place
+
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "replace", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            KBState.open(tmp_path)
+    assert (tmp_path / LEGACY_FILE).exists() and not (tmp_path / STATE_FILE).exists()
+
+    state = KBState.open(tmp_path)  # the next start moves it
+    assert state.document_ids() == ["curie", "zorn"] and state.version == 7
+    assert state.docstore.get_document_hash("curie") == "h-curie"
+    assert state.supplied_triples("zorn") == [["Zorn", "is", "a river"]]
+    [node] = state.docstore.get_nodes(["curie-0"])
+    assert node.get_content() == "Marie Curie discovered radium."
+    state.close()
+    assert not (tmp_path / LEGACY_FILE).exists()
+    assert (tmp_path / f"{LEGACY_FILE}.migrated").exists()
+    assert not (tmp_path / f"{STATE_FILE}.partial").exists()
+
+    state = KBState.open(tmp_path)  # nothing left to move; the same state
+    assert state.version == 7 and state.document_ids() == ["curie", "zorn"]
+    state.close()
+
+
+def test_uncommitted_changes_roll_back_and_commits_survive_a_reopen(tmp_path: Path) -> None:
+    kv = SqliteKVStore(tmp_path / STATE_FILE)
+    kv.put("a", {"v": 1})
+    kv.commit()
+    kv.put("b", {"v": 2})
+    assert kv.pending and kv.get("b") == {"v": 2}  # the writer sees its own change
+    kv.rollback()
+    assert kv.get("b") is None and not kv.pending
+    kv.put("c", {"v": 3})
+    kv.close()  # closed without a commit: as a crash would leave it
+    kv = SqliteKVStore(tmp_path / STATE_FILE)
+    assert kv.get_all() == {"a": {"v": 1}}
+    kv.close()
+
+
+def test_a_state_file_that_cannot_be_opened_is_a_clear_os_error(tmp_path: Path) -> None:
+    (tmp_path / STATE_FILE).mkdir()  # a folder where the file should be
+    with pytest.raises(OSError) as failed:
+        SqliteKVStore(tmp_path / STATE_FILE)
+    assert failed.value.errno in (errno.EACCES, errno.EIO) and "SQLite" in str(failed.value)
+    assert isinstance(failed.value.__cause__, sqlite3.Error)
