@@ -240,18 +240,19 @@ class KnowledgeBase:
                 old_chunks = [c for doc_id in updated for c in self.chunk_ids(doc_id)]
 
             nodes = list(self._pipeline.run(documents=todo))
-            self._strategy.stage(nodes, triples)
+            stale = sorted(set(old_chunks) - {n.node_id for n in nodes})
+            with self._lock:
+                self._strategy.stage(self._state, nodes, triples)
             checkpoint("ingest.embedded")
 
             with self._lock:
                 try:
-                    self._commit(todo, nodes, triples)
+                    self._commit(todo, nodes, triples, stale)
                 except BaseException:
                     self._rollback()
                     raise
             checkpoint("ingest.committed")
-            stale = sorted(set(old_chunks) - {n.node_id for n in nodes})
-            self._remove_chunks(stale)
+            self._remove_chunks([n.node_id for n in nodes], stale)
             checkpoint("ingest.old_chunks_removed")
             self._index_new_chunks()
             texts: dict[str, list[tuple[str, str]]] = {}
@@ -272,12 +273,16 @@ class KnowledgeBase:
                 chunk_texts=texts,
             )
 
-    def _commit(self, docs: list[Document], nodes: list[BaseNode], triples: Triples) -> None:
-        """Add the new chunks, then make the new document versions current."""
+    def _commit(
+        self, docs: list[Document], nodes: list[BaseNode], triples: Triples, stale: list[str]
+    ) -> None:
+        """Add the new chunks, then make the new document versions current (and the
+        chunks they replace ``stale``, removed next)."""
         self.index.add(nodes)
         checkpoint("ingest.vectors_added")
         self._strategy.publish([n.node_id for n in nodes])
         self._state.put(docs, nodes, triples)
+        self._strategy.retire(self._state, stale)
         self._state.version += 1
         self._strategy.save(self._state)
 
@@ -293,15 +298,15 @@ class KnowledgeBase:
             log.exception("rollback: orphaned chunks stay hidden until the next reconcile")
             self._needs_reconcile = True
 
-    def _remove_chunks(self, chunk_ids: Sequence[str]) -> None:
+    def _remove_chunks(self, added: Sequence[str], chunk_ids: Sequence[str]) -> None:
         """Clean-up after a commit: the write has happened, so a failure here only
-        leaves orphans (hidden from retrieval) for ``reconcile_if_needed``."""
-        if not chunk_ids:
-            return
+        leaves orphans (hidden from retrieval) for ``reconcile_if_needed``. ``added``:
+        the write's own new chunks, owned now."""
         try:
             with self._lock:
-                if self._collection_exists():
+                if chunk_ids and self._collection_exists():
                     self.index.delete(list(chunk_ids))
+                self._strategy.settle(self._state, [*added, *chunk_ids])
         except Exception:
             log.exception("removing %d old chunks failed; retried later", len(chunk_ids))
             self._needs_reconcile = True
@@ -337,13 +342,14 @@ class KnowledgeBase:
             self._strategy.withdraw(doc_id)
             try:
                 self._state.forget(doc_id)
+                self._strategy.retire(self._state, chunks)
                 self._state.version += 1
                 self._strategy.save(self._state)
             except BaseException:
                 self._rollback()
                 raise
             checkpoint("delete.committed")
-            self._remove_chunks(chunks)
+            self._remove_chunks([], chunks)
             checkpoint("delete.chunks_removed")
             return ChangeSet(
                 deleted=[doc_id], removed_chunk_ids=chunks, kb_version=self._state.version

@@ -84,8 +84,16 @@ class CommitStrategy(ABC):
         """Give up the right to write: read-only from here on."""
 
     @abstractmethod
-    def stage(self, nodes: Sequence[BaseNode], triples: Triples) -> None:
+    def stage(self, state: KBState, nodes: Sequence[BaseNode], triples: Triples) -> None:
         """A write's chunks, embedded, before they are added to the collection."""
+
+    @abstractmethod
+    def retire(self, state: KBState, chunk_ids: Sequence[str]) -> None:
+        """Chunks the write being committed replaces or deletes, removed after the commit."""
+
+    @abstractmethod
+    def settle(self, state: KBState, chunk_ids: Sequence[str]) -> None:
+        """A write's chunks are owned or removed: its clean-up is done."""
 
     @abstractmethod
     def publish(self, point_ids: Sequence[str]) -> None:
@@ -136,8 +144,28 @@ class EmbeddedCommit(CommitStrategy):
     def release(self) -> None:
         """Nothing to give up."""
 
-    def stage(self, nodes: Sequence[BaseNode], triples: Triples) -> None:
-        """Nothing to mark: chunks no committed docstore names are never retrieved."""
+    def stage(self, state: KBState, nodes: Sequence[BaseNode], triples: Triples) -> None:
+        """Log the chunks as loose, committed before they reach the index: from here on
+        a crash leaves them where the next start looks (chunks no committed document
+        names are never retrieved meanwhile)."""
+        state.mark_loose([n.node_id for n in nodes])
+        try:
+            state.save()
+        except BaseException:
+            state.rollback()
+            raise
+
+    def retire(self, state: KBState, chunk_ids: Sequence[str]) -> None:
+        """Logged in the commit's own transaction: loose from the moment it commits."""
+        state.mark_loose(chunk_ids)
+
+    def settle(self, state: KBState, chunk_ids: Sequence[str]) -> None:
+        state.settle(chunk_ids)
+        try:
+            state.save()
+        except OSError:
+            state.rollback()  # they stay logged: the next start checks them again
+            log.warning("could not record a finished clean-up; the next start checks it")
 
     def publish(self, point_ids: Sequence[str]) -> None:
         """Nothing to do: saving the docstore commits."""
@@ -154,11 +182,26 @@ class EmbeddedCommit(CommitStrategy):
         return state
 
     def remove_leftovers(self, state: KBState) -> int:
-        """Every chunk no committed document version owns."""
-        stale = state.orphans(self.index.payloads(["doc_id", DOC_HASH_KEY]))
+        """Every logged loose chunk no committed document version owns: O(the writes
+        that did not finish), not O(the index). A state without the log (a folder from
+        before it) reads every point back once instead."""
+        if state.logs_loose:
+            checked = state.loose()
+            stale = [c for c in checked if not state.owns(c)]
+        else:
+            stale = state.orphans(self.index.payloads(["doc_id", DOC_HASH_KEY]))
+            checked = stale
+            state.start_loose_log()
         if stale:
             log.warning("reconcile: removing %d chunks left by an interrupted write", len(stale))
             self.index.delete(stale)
+        if checked or state.pending:
+            state.settle(checked)
+            try:
+                state.save()
+            except OSError:  # a full disk must not stop a start: they are checked again
+                state.rollback()
+                log.warning("could not record the clean-up; the next start checks again")
         return len(stale)
 
     def visible(self) -> qm.Filter | None:

@@ -131,6 +131,12 @@ class SqliteKVStore(BaseKVStore):
             ).fetchall()
         return [key for (key,) in rows]
 
+    def delete_all(self, keys: list[str], collection: str = DEFAULT_COLLECTION) -> None:
+        with self._writing() as db:
+            db.executemany(
+                "DELETE FROM kv WHERE collection = ? AND key = ?", [(collection, k) for k in keys]
+            )
+
     def delete(self, key: str, collection: str = DEFAULT_COLLECTION) -> bool:
         with self._writing() as db:
             cursor = db.execute(

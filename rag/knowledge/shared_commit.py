@@ -123,9 +123,15 @@ class SharedCommit(CommitStrategy):
         if self._lease is not None:
             self._lease.release()
 
-    def stage(self, nodes: Sequence[BaseNode], triples: Triples) -> None:
+    def stage(self, state: KBState, nodes: Sequence[BaseNode], triples: Triples) -> None:
         """Tag the chunks pending, with this writer's id: invisible until ``publish``."""
         points.mark_pending(nodes, self.writer_id, triples)
+
+    def retire(self, state: KBState, chunk_ids: Sequence[str]) -> None:
+        """Nothing to log: a start scans the collection (``remove_leftovers``)."""
+
+    def settle(self, state: KBState, chunk_ids: Sequence[str]) -> None:
+        """Nothing to log, as for ``retire``."""
 
     def publish(self, point_ids: Sequence[str]) -> None:
         """The commit point: make a write's chunks visible, if we still hold the lease."""

@@ -36,7 +36,7 @@ Triples = dict[str, list[list[str]]]
 STATE_FILE = "kb.sqlite3"
 LEGACY_FILE = "docstore.json"
 #: warmrag's own collections beside llama-index's ("docstore/data", ...).
-META, TRIPLES = "warmrag/meta", "warmrag/triples"
+META, TRIPLES, LOOSE = "warmrag/meta", "warmrag/triples", "warmrag/loose"
 
 
 class KBState:
@@ -83,6 +83,11 @@ class KBState:
         """Commit every change since the last save: the embedded commit point."""
         self.kv.commit()
 
+    @property
+    def pending(self) -> bool:
+        """Changes made since the last save."""
+        return self.kv.pending
+
     def rollback(self) -> None:
         """Back to the last save."""
         self.kv.rollback()
@@ -99,6 +104,33 @@ class KBState:
     def supplied_triples(self, doc_id: str) -> list[list[str]]:
         stored = self.kv.get(doc_id, collection=TRIPLES)
         return [list(t) for t in stored["triples"]] if stored else []
+
+    def owns(self, chunk_id: str) -> bool:
+        """Whether a committed document version has this chunk."""
+        return bool(self.docstore.document_exists(chunk_id))
+
+    # ----- loose chunks: what a write may leave in the index, so that a start checks
+    # those alone instead of reading every point back ------------------------------
+
+    @property
+    def logs_loose(self) -> bool:
+        """Whether this state has logged loose chunks since it was made (a folder from
+        before the log, or moved from local mode, has not: its first start scans)."""
+        return self.kv.get("loose_log", collection=META) is not None
+
+    def start_loose_log(self) -> None:
+        self.kv.put("loose_log", {"value": True}, collection=META)
+
+    def mark_loose(self, chunk_ids: Sequence[str]) -> None:
+        """Chunks that may be in the index with no committed document owning them."""
+        self.kv.put_all([(c, {}) for c in chunk_ids], collection=LOOSE)
+
+    def loose(self) -> list[str]:
+        return self.kv.keys(LOOSE)
+
+    def settle(self, chunk_ids: Sequence[str]) -> None:
+        """These chunks are owned, or gone from the index: no longer loose."""
+        self.kv.delete_all(list(chunk_ids), collection=LOOSE)
 
     def orphans(self, points: Iterable[tuple[str, dict[str, Any]]]) -> list[str]:
         """Of these (point id, payload) pairs, the points no committed document version

@@ -180,7 +180,7 @@ def test_a_crash_between_commit_and_clean_up_is_finished_at_the_next_start(
     kb = instance("me")
     kb.upsert([RIVER])
     old = all_ids(client) - {LEASE_POINT_ID}
-    monkeypatch.setattr(kb, "_remove_chunks", lambda ids: None)
+    monkeypatch.setattr(kb, "_remove_chunks", lambda added, ids: None)
     kb.upsert([DocumentIn(id="river", text="The Amazon River flows through Brazil and Peru.")])
     assert old <= all_ids(client)  # both versions stored; only the new one is current
     kb.release_writer()
