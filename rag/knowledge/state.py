@@ -23,7 +23,11 @@ from typing import Any
 
 from llama_index.core import Document
 from llama_index.core.schema import BaseNode
-from llama_index.core.storage.docstore.keyval_docstore import KVDocumentStore
+from llama_index.core.storage.docstore.keyval_docstore import (
+    DEFAULT_NAMESPACE,
+    DEFAULT_REF_DOC_COLLECTION_SUFFIX,
+    KVDocumentStore,
+)
 from llama_index.core.vector_stores.utils import metadata_dict_to_node
 
 from rag.knowledge.collection import CollectionScan
@@ -37,6 +41,8 @@ STATE_FILE = "kb.sqlite3"
 LEGACY_FILE = "docstore.json"
 #: warmrag's own collections beside llama-index's ("docstore/data", ...).
 META, TRIPLES, LOOSE = "warmrag/meta", "warmrag/triples", "warmrag/loose"
+#: The docstore's collection of documents (each with its chunks' ids), by document id.
+REF_DOCS = f"{DEFAULT_NAMESPACE}{DEFAULT_REF_DOC_COLLECTION_SUFFIX}"
 
 
 class KBState:
@@ -96,7 +102,8 @@ class KBState:
     # ----- reads ----------------------------------------------------------------
 
     def document_ids(self) -> list[str]:
-        return sorted(self.docstore.get_all_ref_doc_info() or {})
+        """Sorted, read from the keys alone (``/ready`` counts them on every probe)."""
+        return self.kv.keys(REF_DOCS)
 
     def hashes(self) -> dict[str, str | None]:
         return {d: self.docstore.get_document_hash(d) for d in self.document_ids()}
