@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import statistics
 import sys
@@ -44,6 +43,7 @@ from bench import detection_scaling, kg_multihop, kg_subgraph
 from bench.ingest_rate import measure_kb_ingest
 from bench.measure import percentile
 from bench.paths import bench_dir
+from bench.scale_index import Stored, build_while_searching, index_recall, rss_mib
 from bench.scale_records import (
     DetectionRow,
     RetrievalRow,
@@ -233,9 +233,7 @@ def measure_retrieval(
                         node.ref_doc_id or "", node.metadata[DOC_HASH_KEY]
                     )
             insert_s = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            index.optimize()
-            index_s = time.perf_counter() - t0
+            index_s, waited_s = build_while_searching(index, queries)
             state.version += 1
             state.save()  # the commit point: the KB opened next sees these documents
             index.close()
@@ -252,6 +250,7 @@ def measure_retrieval(
                     update={
                         "recall_at_10": round(recall, 4),
                         "index_s": round(index_s, 1),
+                        "search_wait_max_s": round(waited_s, 2),
                         "open_s": round(open_s, 2),
                         "rss_mib": rss_mib(),
                         "index_rss_mib": round(index.rss_bytes() / 2**20),
@@ -267,28 +266,6 @@ def measure_retrieval(
         index.close()
         state.close()
     return results
-
-
-class Stored:
-    """The ids and vectors written so far, in order: exact search's ground truth."""
-
-    def __init__(self) -> None:
-        self.ids: list[str] = []
-        self.parts: list[np.ndarray] = []
-
-    @property
-    def count(self) -> int:
-        return len(self.ids)
-
-    def extend(self, nodes: Sequence[BaseNode]) -> None:
-        self.ids.extend(n.node_id for n in nodes)
-        self.parts.append(np.array([n.get_embedding() for n in nodes], np.float32))
-
-    def exact_top(self, query: np.ndarray, k: int) -> set[str]:
-        matrix = np.concatenate(self.parts)
-        self.parts = [matrix]
-        scores = matrix @ (query / np.linalg.norm(query))
-        return {self.ids[i] for i in np.argpartition(-scores, k)[:k]}
 
 
 def time_retrieval(
@@ -313,21 +290,6 @@ def time_retrieval(
         queries=len(latencies),
         top1_own_town_share=round(hits / len(latencies), 3),
     )
-
-
-def index_recall(index: EdgeIndex, stored: Stored, queries: np.ndarray, k: int = 10) -> float:
-    """Mean share of the exact top-``k`` (cosine, numpy) that the index's search returns."""
-    found = 0
-    for query in queries:
-        hits = {h.node.node_id for h in index.search(query.tolist(), k, None)}
-        found += len(hits & stored.exact_top(query, k))
-    return found / (k * len(queries))
-
-
-def rss_mib() -> int:
-    """This process's resident memory now (the service's side of the index)."""
-    with open("/proc/self/statm") as statm:
-        return round(int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20)
 
 
 def copies_between(

@@ -34,6 +34,7 @@ class RetrievalRow(Record):
     p99_ms: float | None = None
     recall_at_10: float | None = None  # of the index's top 10, against exact search
     index_s: float | None = None  # the HNSW build after the last inserts
+    search_wait_max_s: float | None = None  # the longest a search sent during it waited
     open_s: float | None = None  # the knowledge base opened again: a restart's share
     rss_mib: int | None = None  # the bench's process, as the service's
     index_rss_mib: int | None = None  # the index's own process

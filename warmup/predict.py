@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from enum import StrEnum
 
-from rag.knowledge.base import StoredChunk
+from rag.knowledge.models import StoredChunk
 
 #: Predicted questions per document at most (the budget ranks them all below real ones).
 PER_DOCUMENT = 3

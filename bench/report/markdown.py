@@ -242,10 +242,11 @@ def _scale_markdown(scale: ScaleResult | None) -> list[str]:
         "",
     ]
     lines += _table(
-        ["chunks", "retrieval p50 ms", "p95", "p99", "recall@10", "HNSW s", "open s", "RSS MiB"],
+        ["chunks", "retrieval p50 ms", "p95", "p99", "recall@10", "HNSW s", "search waited s",
+         "open s", "RSS MiB"],
         [
             [r.chunks, f"{r.p50_ms:.1f}", f"{r.p95_ms:.1f}", _opt(r.p99_ms), _opt(r.recall_at_10),
-             _opt(r.index_s), _opt(r.open_s), _rss(r)]
+             _opt(r.index_s), _opt(r.search_wait_max_s), _opt(r.open_s), _rss(r)]
             for r in scale.retrieval
         ],
     )  # fmt: skip

@@ -22,8 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from rag.knowledge.base import StoredChunk
-from rag.knowledge.models import Passage
+from rag.knowledge.models import Passage, StoredChunk
 
 TokenCounter = Callable[[str], int]
 

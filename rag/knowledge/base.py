@@ -16,7 +16,6 @@ import logging
 import threading
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +41,7 @@ from rag.knowledge.models import (
     ChunkRecord,
     DocumentIn,
     Passage,
+    StoredChunk,
 )
 from rag.knowledge.state import KBState, Triples
 from rag.knowledge.vectors import QdrantIndex, VectorIndex
@@ -55,19 +55,6 @@ warnings.filterwarnings("ignore", message="Payload indexes have no effect in the
 
 def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-@dataclass(frozen=True)
-class StoredChunk:
-    """One chunk as the docstore keeps it; ``start`` is its offset in the document's
-    text (None where the splitter did not record it)."""
-
-    chunk_id: str
-    text: str
-    start: int | None
-    #: The section it is in ("Guide > Merging"), and its document's title, where known.
-    heading_path: str | None = None
-    title: str | None = None
 
 
 class DocumentNotFoundError(KeyError):

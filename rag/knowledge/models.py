@@ -14,6 +14,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -337,3 +338,16 @@ class ChangeSet(BaseModel):
     @property
     def changed(self) -> bool:
         return bool(self.added or self.updated or self.deleted)
+
+
+@dataclass(frozen=True)
+class StoredChunk:
+    """One chunk as the docstore keeps it; ``start`` is its offset in the document's
+    text (None where the splitter did not record it)."""
+
+    chunk_id: str
+    text: str
+    start: int | None
+    #: The section it is in ("Guide > Merging"), and its document's title, where known.
+    heading_path: str | None = None
+    title: str | None = None
