@@ -152,10 +152,6 @@ class EdgeIndex:
         for point_id, payload, _ in self._pages(list(keys), vectors=False):
             yield point_id, payload
 
-    def points(self) -> Iterator[tuple[str, Payload, list[float] | None]]:
-        """Every point with its whole payload and vector."""
-        return self._pages(None, vectors=True)
-
     def _pages(
         self, keys: list[str] | None, vectors: bool
     ) -> Iterator[tuple[str, Payload, list[float] | None]]:
@@ -195,14 +191,26 @@ def migrate_local_mode(
     staging = target.path.with_name(target.path.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     client = QdrantClient(path=str(local))
+    moved = 0
     try:
-        if not client.collection_exists(collection):
-            client.close()
-            local.rename(local.with_name(local.name + ".migrated"))
-            return 0
-        total = int(client.count(collection, exact=True).count)
-        building = target.beside(staging)
-        building.open()
+        if client.collection_exists(collection):
+            moved = _copy_points(client, collection, target.beside(staging), progress)
+            staging.rename(target.path)
+    finally:
+        client.close()
+    local.rename(local.with_name(local.name + ".migrated"))
+    return moved
+
+
+def _copy_points(
+    client: QdrantClient,
+    collection: str,
+    building: EdgeIndex,
+    progress: Callable[[int, int], None],
+) -> int:
+    total = int(client.count(collection, exact=True).count)
+    building.open()
+    try:
         moved, offset = 0, None
         while True:
             points, offset = client.scroll(
@@ -215,11 +223,8 @@ def migrate_local_mode(
             if offset is None:
                 break
         building.optimize()
-        building.close()
     finally:
-        client.close()
-    staging.rename(target.path)
-    local.rename(local.with_name(local.name + ".migrated"))
+        building.close()
     return moved
 
 

@@ -34,6 +34,10 @@ SEGMENTS = 16
 #: The largest segment a merge makes, in KB of vectors (about 65,000 chunks): bounds
 #: the longest build, at some cost to search past a million chunks (more segments).
 MAX_SEGMENT_KB = 100_000
+#: HNSW's search width. Measured by the scale section at 100,000 chunks (near-duplicate
+#: copies of 600 real ones, the hardest case for recall): Edge's default gave recall@10
+#: 0.897 against exact search, 100 gave 0.922, 256 gives 0.968 at p50 3.0 ms (2.3 ms).
+SEARCH_EF = 256
 
 
 def has_shard(path: Path) -> bool:
@@ -122,7 +126,12 @@ def delete(point_ids: list[str]) -> None:
 
 
 def search(vector: list[float], limit: int) -> list[tuple[str, float, Payload]]:
-    request = qe.QueryRequest(query=qe.Query.Nearest(vector), limit=limit, with_payload=True)
+    request = qe.QueryRequest(
+        query=qe.Query.Nearest(vector),
+        limit=limit,
+        with_payload=True,
+        params=qe.SearchParams(hnsw_ef=max(SEARCH_EF, limit)),
+    )
     return [(str(h.id), float(h.score), dict(h.payload or {})) for h in _open().query(request)]
 
 
