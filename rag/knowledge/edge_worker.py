@@ -23,8 +23,9 @@ PointRow = tuple[str, list[float], Payload]
 
 _shard: qe.EdgeShard | None = None
 #: How long a load waits for a shard another process still holds: a worker whose
-#: service was killed leaves within ``PARENT_POLL_S`` of it.
-HELD_WAIT_S = 15.0
+#: service was killed leaves within ``PARENT_POLL_S`` of it; a live service holds it
+#: for good, and the CLI's embedded mode says so after this wait.
+HELD_WAIT_S = 3.0
 PARENT_POLL_S = 0.2
 #: Segments the optimizer keeps before it merges (Edge's "auto" is the CPU count: on
 #: 2 cores every build merged everything into one segment, rebuilding HNSW on all of
