@@ -2,8 +2,8 @@
 
 Every write keeps the store consistent across a crash at any point by its order: new
 chunks are added first, then the write commits, then the old chunks are deleted. What
-commits it is the ``CommitStrategy``'s (``rag.knowledge.commit``): the docstore file in
-the embedded default, the points themselves on a Qdrant server. Until the last step,
+commits it is the ``CommitStrategy``'s (``rag.knowledge.commit``): the state file's
+transaction in the embedded default, the points themselves on a Qdrant server. Until the last step,
 and if it fails, the index holds chunks no committed document owns ("orphans"): retrieval
 never returns them, and ``reconcile`` (run at open, and after a write whose clean-up
 failed) removes those the mode may remove.

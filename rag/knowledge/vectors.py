@@ -17,7 +17,7 @@ and moving a collection from one to the other copies points as they are.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
@@ -87,7 +87,12 @@ class VectorIndex(Protocol):
 class QdrantIndex:
     """A collection through ``qdrant-client``: a server, or local mode on a folder."""
 
-    def __init__(self, client: QdrantClient | None, collection: str, connect: Any = None) -> None:
+    def __init__(
+        self,
+        client: QdrantClient | None,
+        collection: str,
+        connect: Callable[[], QdrantClient] | None = None,
+    ) -> None:
         """``client``, or ``connect``: a factory called by ``open`` (tests stand a
         client in for a server by it)."""
         self._client = client
@@ -97,6 +102,8 @@ class QdrantIndex:
 
     def open(self) -> None:
         if self._client is None:
+            if self._connect is None:
+                raise ValueError("a QdrantIndex needs a client or a way to connect")
             self._client = self._connect()
         self._store = QdrantVectorStore(collection_name=self.collection, client=self._client)
 
