@@ -34,14 +34,28 @@ def qdrant_client(settings: Settings) -> QdrantClient:
     return QdrantClient(path=str(settings.qdrant_path))
 
 
+def local_mode(settings: Settings) -> QdrantClient:
+    """The data folder's local-mode store, unless its vectors moved into an Edge shard:
+    local mode would open an empty store beside it and every document would be unfindable."""
+    if not settings.qdrant_path.exists() and settings.edge_path.exists():
+        raise RuntimeError(
+            f"{settings.edge_path} holds this knowledge base's vectors (moved there from "
+            f"local mode); set WARMRAG_EMBEDDED_INDEX=edge, or move "
+            f"{settings.qdrant_path.name}.migrated back to {settings.qdrant_path.name}"
+        )
+    return qdrant_client(settings)
+
+
 def vector_index(settings: Settings) -> VectorIndex:
     """Where the vectors live: a Qdrant server, else the embedded index the settings name.
 
     Nothing is opened here. The client is looked up at open, so tests can stand one in
     for a server; an Edge index moves a local-mode folder it finds into itself at open."""
     s = settings
-    if s.qdrant_is_remote or s.embedded_index is EmbeddedIndex.LOCAL:
+    if s.qdrant_is_remote:
         return QdrantIndex(None, s.qdrant_collection, connect=lambda: qdrant_client(s))
+    if s.embedded_index is EmbeddedIndex.LOCAL:
+        return QdrantIndex(None, s.qdrant_collection, connect=lambda: local_mode(s))
     return EdgeIndex(
         s.edge_path,
         EMBEDDING_DIM,

@@ -11,11 +11,14 @@ vector index, state file, graph and embedder; a fake engine in vLLM's place.
 from __future__ import annotations
 
 import errno
+import os
+import signal
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from rag.knowledge.edge import EdgeIndex
 from rag.knowledge.kvstore import SqliteKVStore
 from tests.conftest import Service
 from tests.fakes import FakeEngine
@@ -130,3 +133,19 @@ def test_failed_chunk_removal_never_leaves_deleted_text_retrievable(
     service.ingest({"id": "other", "text": "Copper conducts electricity."})
     assert service.runtime.kb.count_chunks() == chunks_before  # zorn's chunk out, other's in
     assert not service.runtime.kb.needs_reconcile
+
+
+def test_a_killed_index_process_is_a_503_once_and_chats_go_on(
+    start_fake_service: Callable[..., tuple[Service, FakeEngine]],
+) -> None:
+    """Fault injected: the embedded index's process is killed (SIGKILL) between chats."""
+    service, _ = start_fake_service()
+    service.ingest(ZORN)
+    index = service.runtime.kb.index
+    assert isinstance(index, EdgeIndex)
+    os.kill(index._call(os.getpid), signal.SIGKILL)
+    resp = service.client.post("/v1/chat", json={"question": "Where does the Zorn flow?"})
+    assert resp.status_code == 503, resp.text
+    assert resp.json()["detail"] == "the vector index restarted; try again"
+    assert resp.headers["Retry-After"]
+    assert service.chat("Where does the Zorn flow?")["passages"][0]["doc_id"] == "zorn"
