@@ -19,7 +19,7 @@ from qdrant_client import QdrantClient
 from qdrant_client import models as qm
 from qdrant_client.local.persistence import STORAGE_FILE_NAME, CollectionPersistence
 
-from rag.knowledge.edge_worker import shard_config
+from rag.knowledge.edge_worker import SEARCH_EF, shard_config
 
 DIM = 384
 TOP_K = 10
@@ -160,6 +160,7 @@ class EdgeStore:
             filter=self.filter if filtered else None,
             limit=TOP_K,
             with_payload=True,
+            params=qe.SearchParams(hnsw_ef=SEARCH_EF),  # as the product searches
         )
         return [uuid.UUID(str(h.id)).int - 1 for h in self.shard.query(request)]
 
