@@ -118,7 +118,12 @@ class KnowledgeBase:
                 return
             self._dir.mkdir(parents=True, exist_ok=True)
             self._index.open()
-            self._state = self._strategy.open(self._index, self._collection, self._dir)
+            try:
+                self._state = self._strategy.open(self._index, self._collection, self._dir)
+                self._state.check_embedding(self._embedder.identity)
+            except BaseException:
+                self._index.close()
+                raise
             self._opened = True
             self.reconcile()
 
@@ -192,9 +197,6 @@ class KnowledgeBase:
             )
             for n in nodes
         ]
-
-    def _collection_exists(self) -> bool:
-        return self.index.exists()
 
     # ----- writes -------------------------------------------------------------
 
@@ -291,7 +293,7 @@ class KnowledgeBase:
         the write's own new chunks, owned now."""
         try:
             with self._lock:
-                if chunk_ids and self._collection_exists():
+                if chunk_ids and self.index.exists():
                     self.index.delete(list(chunk_ids))
                 self._strategy.settle(self._state, [*added, *chunk_ids])
         except Exception:
@@ -348,7 +350,7 @@ class KnowledgeBase:
         On a shared collection: only this instance's own half-finished writes, and
         only while it holds the writer's lease."""
         with self._lock:
-            if not self._collection_exists():
+            if not self.index.exists():
                 return 0
             return self._strategy.remove_leftovers(self._state)
 
@@ -361,7 +363,7 @@ class KnowledgeBase:
         write that crashed or whose clean-up failed) is skipped: deleted or replaced
         text is never retrievable, whatever the index still holds."""
         with self._lock:
-            if not self._collection_exists():
+            if not self.index.exists():
                 return []
             fetch = top_k + (16 if self._needs_reconcile else 2)
             hits = self.index.search(query_embedding.tolist(), fetch, self._strategy.visible())
@@ -394,7 +396,7 @@ class KnowledgeBase:
 
     def count_chunks(self) -> int:
         with self._lock:
-            if not self._collection_exists():
+            if not self.index.exists():
                 return 0
             return self.index.count(self._strategy.visible())
 

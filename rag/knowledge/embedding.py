@@ -16,6 +16,11 @@ import torch
 from sentence_transformers import SentenceTransformer
 
 EMBEDDING_DIM = 384
+#: The bundled model, and the runtime every vector is computed with: a knowledge base
+#: records both (``KBState.check_embedding``), since vectors from another model or
+#: runtime would not be comparable with its own.
+BUNDLED_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+RUNTIME = "torch"
 #: The model's window in word-pieces; text past it is silently cut off.
 EMBEDDING_WINDOW = 256
 
@@ -80,6 +85,12 @@ class Embedder:
                 self.model_path = self.model_path or bundled_model_path()
                 # Loading by path makes no hub call (HF_HUB_OFFLINE=1 is set by the launcher).
                 self._model = SentenceTransformer(str(self.model_path), device="cpu")
+
+    @property
+    def identity(self) -> str:
+        """What this embedder's vectors depend on: the model, its dimension, the runtime."""
+        model = BUNDLED_MODEL if self.model_path is None else self.model_path.name
+        return f"{model}, {EMBEDDING_DIM} dims, {RUNTIME}"
 
     @property
     def threads(self) -> int:

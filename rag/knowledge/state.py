@@ -45,6 +45,10 @@ META, TRIPLES, LOOSE = "warmrag/meta", "warmrag/triples", "warmrag/loose"
 REF_DOCS = f"{DEFAULT_NAMESPACE}{DEFAULT_REF_DOC_COLLECTION_SUFFIX}"
 
 
+class EmbeddingMismatchError(RuntimeError):
+    """The knowledge base's vectors come from another embedding model or runtime."""
+
+
 class KBState:
     """The docstore, the supplied triples and the KB version, over one ``SqliteKVStore``.
 
@@ -98,6 +102,23 @@ class KBState:
         """Back to the last save."""
         self.kv.rollback()
         self._version = self._read_version()
+
+    def check_embedding(self, identity: str) -> None:
+        """Record the embedder a new (or older) knowledge base is built with, or refuse
+        one built with another: its stored vectors would not match the questions'."""
+        recorded = self.kv.get("embedding", collection=META)
+        if recorded is None:
+            self.kv.put("embedding", {"value": identity}, collection=META)
+            try:
+                self.save()
+            except OSError:  # a full disk must not stop a start: recorded next time
+                self.rollback()
+            return
+        if recorded["value"] != identity:
+            raise EmbeddingMismatchError(
+                f"this knowledge base was embedded with {recorded['value']}, and this service "
+                f"embeds with {identity}: re-ingest the documents into a new data folder"
+            )
 
     # ----- reads ----------------------------------------------------------------
 

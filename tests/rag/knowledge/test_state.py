@@ -18,7 +18,7 @@ from rag.knowledge.edge import EdgeIndex
 from rag.knowledge.embedding import EMBEDDING_DIM, Embedder
 from rag.knowledge.kvstore import SqliteKVStore
 from rag.knowledge.models import DocumentIn
-from rag.knowledge.state import LEGACY_FILE, STATE_FILE, KBState
+from rag.knowledge.state import LEGACY_FILE, STATE_FILE, EmbeddingMismatchError, KBState
 
 
 def kb_on(folder: Path, embedder: Embedder) -> KnowledgeBase:
@@ -139,3 +139,17 @@ def test_a_state_file_that_cannot_be_opened_is_a_clear_os_error(tmp_path: Path) 
         SqliteKVStore(tmp_path / STATE_FILE)
     assert failed.value.errno in (errno.EACCES, errno.EIO) and "SQLite" in str(failed.value)
     assert isinstance(failed.value.__cause__, sqlite3.Error)
+
+
+def test_a_knowledge_base_refuses_an_embedder_it_was_not_built_with(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    kb = kb_on(tmp_path, embedder)
+    kb.upsert([doc(0)])
+    kb.close()
+    other = Embedder(model_path=tmp_path / "another-model")  # never loaded: open embeds nothing
+    with pytest.raises(EmbeddingMismatchError, match="another-model"):
+        kb_on(tmp_path, other)
+    kb = kb_on(tmp_path, embedder)  # the index process of the refused open is gone
+    assert kb.document_ids() == ["doc-0"]
+    kb.close()
