@@ -45,10 +45,22 @@ from api.config import Settings
 from api.logs import configure_logging
 from api.schemas import ChatResponse
 from api.tally import IngestTally
+from rag.chat.results import CacheInfo, FinishReason, Served, Timings, WarmState
 from rag.knowledge.files import SUPPORTED_SUFFIXES, DocumentFileError, read_sources
 
 if TYPE_CHECKING:
     from api.embedded import EmbeddedService
+
+#: What a chat's ``cache.served`` says, and the registry's detail where it adds one.
+SERVED_LABELS = {
+    Served.WARM: "warm hit",
+    Served.CACHED: "cached by vLLM",
+    Served.COLD: "cold",
+}
+WARM_STATE_DETAILS = {
+    WarmState.PARTIAL: "partly warm",
+    WarmState.EVICTED: "warm prefix evicted",
+}
 
 app = typer.Typer(
     name="warmrag",
@@ -305,6 +317,17 @@ def status(url: UrlOption = None) -> None:
         raise typer.Exit(1)
 
 
+def cache_line(cache: CacheInfo, timings: Timings) -> str:
+    """Where the answer's prefix came from, in a user's words, and its first token."""
+    served = SERVED_LABELS[cache.served]
+    if detail := WARM_STATE_DETAILS.get(cache.warm_state):
+        served += f" ({detail})"
+    return (
+        f"cache   {served}: {cache.cached_tokens} of {cache.prompt_tokens} prompt tokens "
+        f"cached; first token after {timings.ttft_ms:.0f} ms"
+    )
+
+
 @app.command()
 def ask(
     question: Annotated[str, typer.Argument(help="The question.")],
@@ -334,16 +357,9 @@ def ask(
     out.print(table)
     for triple in result.triples:
         out.print("triple  " + " | ".join(triple), markup=False)
-    cache, timings = result.cache, result.timings
-    warm_state = {
-        "hit": "warm hit",
-        "partial": "partly warm",
-        "evicted": "warm prefix evicted",
-    }.get(cache.warm_state.value, "cold")
-    out.print(
-        f"cache   {warm_state}: {cache.cached_tokens} of {cache.prompt_tokens} prompt tokens "
-        f"cached; first token after {timings.ttft_ms:.0f} ms"
-    )
+    out.print(cache_line(result.cache, result.timings), markup=False)
+    if result.finish_reason is FinishReason.REPEAT:
+        out.print("note    the answer began to repeat itself and was stopped there")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

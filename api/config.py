@@ -66,9 +66,10 @@ class Settings(BaseSettings):
     bad_case_max_entries: int = Field(
         1000, ge=1, description="Bad cases kept in memory (the oldest go first)."
     )
-    log_format: LogFormat = Field(
-        LogFormat.JSON,
-        description="Log lines as JSON objects (for a log collector) or 'text' for a terminal.",
+    log_format: LogFormat | None = Field(
+        None,
+        description="Log lines as 'json' objects (for a log collector) or 'text' for a "
+        "terminal; unset: text when stderr is a terminal, JSON otherwise.",
     )
 
     # State
@@ -175,6 +176,19 @@ class Settings(BaseSettings):
     # Generation
     max_tokens: int = Field(256, ge=1, le=2048)
     temperature: float = Field(0.0, ge=0.0, le=2.0)
+    chat_frequency_penalty: float = Field(
+        0.5,
+        ge=-2.0,
+        le=2.0,
+        description="vLLM's frequency_penalty for answers (the answer's own tokens, not "
+        "the passages'); 0 turns it off. It keeps a small model from looping "
+        "(docs/models.md).",
+    )
+    chat_stop_on_repeat: bool = Field(
+        True,
+        description="Stop an answer where it begins to repeat itself (a span of 48 "
+        "characters said twice): the repeat is never shown.",
+    )
 
     # Retrieval and ingestion
     top_k: int = Field(3, ge=1, le=20)

@@ -2,11 +2,16 @@
 a terminal, each with the id of the request it belongs to (``-`` outside a request), the
 id that the response's ``X-Request-ID`` header carries. uvicorn's lines and the vLLM
 child's output (logger ``vllm``) go through the same handler.
+
+Unless a format is chosen, stderr decides: text on a terminal (``make run``), JSON
+anywhere else (a container, a pipe into a collector). APScheduler logs two INFO lines per
+job run, every minute, for as long as the service runs: it logs at WARNING and above.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 from enum import StrEnum
 from typing import TextIO
 
@@ -30,6 +35,20 @@ class LogFormat(StrEnum):
     TEXT = "text"
 
 
+#: Loggers that chatter at INFO about routine work, and the level they log at instead.
+QUIET_LOGGERS = {"apscheduler": logging.WARNING}
+
+
+def resolve_format(fmt: LogFormat | None, stream: TextIO | None = None) -> LogFormat:
+    """``fmt``, or where it is unset, text when ``stream`` (stderr) is a terminal and JSON
+    otherwise."""
+    if fmt is not None:
+        return fmt
+    target = stream if stream is not None else sys.stderr
+    isatty = getattr(target, "isatty", None)
+    return LogFormat.TEXT if callable(isatty) and isatty() else LogFormat.JSON
+
+
 def log_handler(fmt: LogFormat, stream: TextIO | None = None) -> logging.Handler:
     """A handler writing ``fmt`` lines to ``stream`` (stderr by default)."""
     handler = logging.StreamHandler(stream)
@@ -49,6 +68,11 @@ def log_handler(fmt: LogFormat, stream: TextIO | None = None) -> logging.Handler
     return handler
 
 
-def configure_logging(fmt: LogFormat) -> None:
-    """Route the root logger (and everything that propagates to it) through one handler."""
-    logging.basicConfig(level=logging.INFO, handlers=[log_handler(fmt)], force=True)
+def configure_logging(fmt: LogFormat | None, stream: TextIO | None = None) -> LogFormat:
+    """Route the root logger (and everything that propagates to it) through one handler
+    on ``stream`` (stderr by default); returns the format chosen (``resolve_format``)."""
+    chosen = resolve_format(fmt, stream)
+    logging.basicConfig(level=logging.INFO, handlers=[log_handler(chosen, stream)], force=True)
+    for name, level in QUIET_LOGGERS.items():
+        logging.getLogger(name).setLevel(level)
+    return chosen

@@ -175,6 +175,8 @@ class Runtime:
             self.metrics.chat,
             max_tokens=s.max_tokens,
             temperature=s.temperature,
+            frequency_penalty=s.chat_frequency_penalty,
+            stop_on_repeat=s.chat_stop_on_repeat,
             deadline_s=s.chat_deadline_s,
             available=self._llm_available,
             memo=self.memo,

@@ -19,7 +19,7 @@ from pydantic import (
     model_validator,
 )
 
-from rag.chat.results import CacheInfo, Timings
+from rag.chat.results import CacheInfo, FinishReason, Timings
 from rag.knowledge.models import CleanText, DocumentIn, Passage, duplicate_ids
 from warmup.view import WarmupView
 
@@ -57,6 +57,11 @@ class ChatResponse(BaseModel):
     triples: list[list[str]]
     cache: CacheInfo
     timings: Timings
+    finish_reason: FinishReason = Field(
+        FinishReason.STOP,
+        description="stop: the model ended the answer; length: it reached max_tokens; "
+        "repeat: it began to repeat itself and was stopped there.",
+    )
 
 
 class IngestRequest(_Strict):

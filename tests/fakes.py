@@ -98,6 +98,8 @@ class FakeEngine:
     prefills: list[list[str]] = field(default_factory=list)
     touches: list[list[str]] = field(default_factory=list)  # prefills sent as re-touches
     chats: list[list[str]] = field(default_factory=list)
+    #: The frequency penalty each chat was sent with.
+    penalties: list[float] = field(default_factory=list)
     release: asyncio.Event = field(default_factory=asyncio.Event)
     _blocks: OrderedDict[int, None] = field(default_factory=OrderedDict)
     #: Without prefix caching nothing is ever reused (the upstream image's default).
@@ -179,11 +181,13 @@ class FakeEngine:
         *,
         max_tokens: int,
         temperature: float,
+        frequency_penalty: float = 0.0,
         prefix_key: str | None = None,
     ) -> AsyncIterator[TextDelta | Usage]:
         self._check_up()
         tokens = tokens_of(messages, generation_prompt=True)
         self.chats.append(tokens)
+        self.penalties.append(frequency_penalty)
         if self.hang:
             await self.release.wait()
         usage = self._run(tokens)

@@ -4,25 +4,18 @@
 vLLM reuses only full KV blocks, so the part of a prefix that can come from cache is
 its tokens in full blocks; the tail after the last full block, and the question, are
 always computed. A chat hit its warm prefix when vLLM served all of that part from
-its cache (``usage.prompt_tokens_details.cached_tokens``).
+its cache (``usage.prompt_tokens_details.cached_tokens``). The rule itself
+(``is_warm_hit``) sits with the chat's results, which apply it to any prefix for
+``cache.served``; this module applies it to the entries warmup keeps.
 """
 
 from __future__ import annotations
 
-from rag.chat.results import WarmState
+from rag.chat.results import WarmState, full_blocks, is_warm_hit
 from warmup.metrics import WarmupMetrics
 from warmup.models import WarmEntry
 
-
-def full_blocks(tokens: int, block_size: int) -> int:
-    """Tokens of a prompt that sit in full KV blocks: the part a later request reuses."""
-    return max(0, tokens) // block_size * block_size
-
-
-def is_warm_hit(cached_tokens: int, warm_tokens: int) -> bool:
-    """``warm_tokens``: the warm prefix's tokens in full blocks (``full_blocks``). A
-    prefix with no full block cannot be served from cache, so it never hits."""
-    return warm_tokens > 0 and cached_tokens >= warm_tokens
+__all__ = ["count_lookup", "entry_warm_state", "full_blocks", "is_warm_hit", "warm_state"]
 
 
 def warm_state(cached_tokens: int, warmed_tokens: int, context_tokens: int) -> WarmState:

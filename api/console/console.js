@@ -6,6 +6,8 @@ const TOKEN_KEY = "warmrag.adminToken";
 const API_KEY_KEY = "warmrag.apiKey";
 const SVG_NS = "http://www.w3.org/2000/svg";
 const HIT_RATE_OBJECTIVE = 0.95; // the cold-start design's warm hit-rate objective
+// A chat's cache.served: where its context prefix came from.
+const SERVED_LABELS = { warm: "warm hit", cached: "cached by vLLM", cold: "cold" };
 const REFRESH_MS = 5000;
 const CONFIRM_MS = 10000; // how long a delete button waits for its confirming click
 
@@ -205,14 +207,14 @@ async function signIn(event) {
 
 function chatFacts(done) {
   const cache = done.cache;
-  const state = cache.warm_state;
+  const detail = { partial: "partly warm", evicted: "warm prefix evicted" }[cache.warm_state];
   const badges = el(
     "div",
     { class: "badges" },
     el("span", {
-      class: `badge ${state === "hit" ? "hit" : "cold"}`,
+      class: `badge ${cache.served}`,
       "data-role": "warm",
-      text: { hit: "warm hit", partial: "partly warm", evicted: "warm prefix evicted" }[state] || "cold",
+      text: SERVED_LABELS[cache.served] + (detail ? ` (${detail})` : ""),
     }),
     el("span", {
       class: "badge",
@@ -290,9 +292,13 @@ async function ask(question) {
     }
     if (!done) throw new ApiError(0, "the answer was cut off");
     text.textContent = done.answer;
+    if (done.finish_reason === "repeat") {
+      card.append(el("p", { class: "note", text: "The answer began to repeat itself and was stopped there." }));
+    }
     card.append(...chatFacts(done));
     card.dataset.state = "done";
     card.dataset.warmState = done.cache.warm_state;
+    card.dataset.served = done.cache.served;
   } catch (e) {
     const message = abort.signal.aborted ? "stopped" : e.message;
     card.append(el("p", { class: "error", text: message }));

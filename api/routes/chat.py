@@ -29,6 +29,7 @@ def to_response(result: ChatResult) -> ChatResponse:
         triples=[[f.subject, f.predicate, f.object] for f in result.facts],
         cache=result.cache,
         timings=result.timings,
+        finish_reason=result.finish_reason,
     )
 
 

@@ -22,7 +22,7 @@ from api.schemas import (
     chat_responses,
 )
 from api.streaming import sse, start_stream
-from rag.chat.results import ChatResult
+from rag.chat.results import ChatResult, FinishReason
 from rag.llm.client import TextDelta
 
 router = chat_router("openai")
@@ -41,6 +41,12 @@ def _usage(result: ChatResult) -> CompletionUsage:
 def _warmrag(result: ChatResult) -> WarmragFields:
     r = to_response(result)
     return WarmragFields(passages=r.passages, triples=r.triples, cache=r.cache, timings=r.timings)
+
+
+def openai_finish_reason(reason: FinishReason) -> str:
+    """OpenAI's clients know ``stop`` and ``length``: an answer stopped where it began to
+    repeat itself ended as the service chose, a ``stop``."""
+    return "length" if reason is FinishReason.LENGTH else "stop"
 
 
 @router.post(
@@ -85,7 +91,7 @@ async def chat_completions(
             return sse(
                 chunk(
                     {},
-                    event.finish_reason,
+                    openai_finish_reason(event.finish_reason),
                     usage=_usage(event).model_dump(mode="json"),
                     warmrag=_warmrag(event).model_dump(mode="json"),
                 )
@@ -109,7 +115,7 @@ async def chat_completions(
             CompletionChoice(
                 index=0,
                 message=CompletionMessage(content=result.answer),
-                finish_reason=result.finish_reason,
+                finish_reason=openai_finish_reason(result.finish_reason),
             )
         ],
         usage=_usage(result),

@@ -15,7 +15,8 @@ from rag.chat.memo import ContextMemo, Retrieved, retrieve_context
 from rag.chat.metrics import ChatMetrics
 from rag.chat.prompt import Message, PromptBuilder, PromptPrefix
 from rag.chat.query import normalize_query
-from rag.chat.results import CacheInfo, ChatResult, Timings, WarmState
+from rag.chat.repetition import RepeatGuard
+from rag.chat.results import CacheInfo, ChatResult, FinishReason, Timings, WarmState
 from rag.chat.retriever import Retrieval, Retriever
 from rag.llm.client import (
     LLMBadResponseError,
@@ -104,6 +105,12 @@ async def _within(
         await events.aclose()  # type: ignore[attr-defined]
 
 
+def _finish_reason(repeated: bool, at_limit: bool) -> FinishReason:
+    if repeated:
+        return FinishReason.REPEAT
+    return FinishReason.LENGTH if at_limit else FinishReason.STOP
+
+
 def _ms(since: float) -> float:
     return round((time.perf_counter() - since) * 1000, 2)
 
@@ -120,6 +127,8 @@ class ChatEngine:
         *,
         max_tokens: int = 256,
         temperature: float = 0.0,
+        frequency_penalty: float = 0.0,
+        stop_on_repeat: bool = True,
         observer: ChatObserver | None = None,
         deadline_s: float = 300.0,
         available: Callable[[], bool] = lambda: True,
@@ -133,13 +142,17 @@ class ChatEngine:
         ``memo``: contexts of repeated questions (asked with ``memo_top_k``) are reused
         from it, with no retrieval (``rag.chat.memo``). ``bad_cases``: where slow chats
         and evicted warm prefixes are kept (``rag.chat.bad_cases``). ``activity``: the
-        chats in flight, shared with whatever yields to them (warmup's prefills)."""
+        chats in flight, shared with whatever yields to them (warmup's prefills).
+        ``frequency_penalty`` and ``stop_on_repeat`` keep an answer from looping
+        (``rag.chat.repetition``)."""
         self.retriever = retriever
         self.builder = builder
         self.llm = llm
         self.metrics = metrics
         self.max_tokens = max_tokens
         self.temperature = temperature
+        self.frequency_penalty = frequency_penalty
+        self.stop_on_repeat = stop_on_repeat
         self.observer = observer
         self.deadline_s = deadline_s
         self.available = available
@@ -210,16 +223,28 @@ class ChatEngine:
                 prompt.messages,
                 max_tokens=max_tokens or self.max_tokens,
                 temperature=self.temperature if temperature is None else temperature,
+                frequency_penalty=self.frequency_penalty,
                 prefix_key=prompt.prefix.fingerprint,
             )
+            # A tripped guard shows nothing more, but the stream is read to its end:
+            # vLLM reports the cached tokens (the warm state) only in its last chunk.
+            guard = RepeatGuard() if self.stop_on_repeat else None
             async for event in _within(llm_events, started + self.deadline_s):
                 if isinstance(event, TextDelta):
+                    shown = guard.feed(event.text) if guard else event.text
+                    if not shown:
+                        continue
                     if ttft_ms is None:
                         ttft_ms, llm_ttft_ms = _ms(started), _ms(llm_started)
-                    parts.append(event.text)
-                    yield event
+                    parts.append(shown)
+                    yield TextDelta(shown)
                 else:
                     usage = event
+            if guard is not None and (rest := guard.flush()):
+                if ttft_ms is None:
+                    ttft_ms, llm_ttft_ms = _ms(started), _ms(llm_started)
+                parts.append(rest)
+                yield TextDelta(rest)
             total_ms = _ms(started)
             if ttft_ms is None:  # an empty answer: the first "token" is the end
                 ttft_ms, llm_ttft_ms = total_ms, _ms(llm_started)
@@ -248,25 +273,28 @@ class ChatEngine:
                 )
                 for reason in case.reasons if case else ():
                     self.metrics.bad_cases.labels(reason.value).inc()
+            cache = CacheInfo(
+                prompt_tokens=usage.prompt_tokens,
+                cached_tokens=usage.cached_tokens,
+                prefix_tokens=prompt.prefix.tokens,
+                warm_state=warm_state,
+            )
+            self.metrics.served.labels(cache.served.value).inc()
             outcome = "ok"
             yield ChatResult(
                 answer="".join(parts),
                 passages=retrieval.passages,
                 facts=retrieval.facts,
-                cache=CacheInfo(
-                    prompt_tokens=usage.prompt_tokens,
-                    cached_tokens=usage.cached_tokens,
-                    prefix_tokens=prompt.prefix.tokens,
-                    warm_state=warm_state,
-                ),
+                cache=cache,
                 timings=before_llm.model_copy(
                     update={"ttft_ms": ttft_ms, "total_ms": total_ms, "llm_ttft_ms": llm_ttft_ms}
                 ),
                 usage=usage,
                 prefix_fingerprint=prompt.prefix.fingerprint,
-                finish_reason="length"
-                if usage.completion_tokens >= (max_tokens or self.max_tokens)
-                else "stop",
+                finish_reason=_finish_reason(
+                    guard is not None and guard.tripped,
+                    usage.completion_tokens >= (max_tokens or self.max_tokens),
+                ),
             )
         except LLMTimeoutError:
             outcome = "llm_timeout"

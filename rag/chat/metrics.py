@@ -61,6 +61,13 @@ class ChatMetrics:
         self.cached_tokens = Counter(
             "warmrag_cached_tokens", "Prompt tokens vLLM served from its prefix cache", registry=r
         )
+        self.served = Counter(
+            "warmrag_chat_served",
+            "Chats by where their context prefix came from (the API's cache.served): warm "
+            "(a warm hit), cached (vLLM's cache, not a prefix warmup keeps) or cold",
+            ["served"],
+            registry=r,
+        )
         self.timeline = ChatTimeline()
 
     def observe_first_token(self, seconds: float, warm_hit: bool) -> None:

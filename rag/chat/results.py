@@ -27,6 +27,37 @@ class WarmState(StrEnum):
     COLD = "cold"  # not registered (or warmup is off)
 
 
+class FinishReason(StrEnum):
+    """Why an answer ended."""
+
+    STOP = "stop"  # the model ended it
+    LENGTH = "length"  # it reached max_tokens
+    REPEAT = "repeat"  # it began to repeat itself and was stopped (rag.chat.repetition)
+
+
+class Served(StrEnum):
+    """Where a chat's context prefix came from, in the three words a user reads."""
+
+    WARM = "warm"  # a warm hit: warmup keeps this prefix, and vLLM had all of it
+    # vLLM had the whole prefix in its cache, but warmup does not keep it (an earlier
+    # chat computed it): as fast as a warm hit, and as likely to be evicted
+    CACHED = "cached"
+    COLD = "cold"  # the prefix was computed, all of it or a part
+
+
+def full_blocks(tokens: int, block_size: int) -> int:
+    """Tokens of a prompt that sit in full KV blocks: the part a later request reuses."""
+    return max(0, tokens) // block_size * block_size
+
+
+def is_warm_hit(cached_tokens: int, warm_tokens: int) -> bool:
+    """Whether vLLM served a prefix from cache. vLLM reuses only full KV blocks, so
+    ``warm_tokens`` are the prefix's tokens in full blocks (``full_blocks``) and the hit
+    needs all of them (``usage.prompt_tokens_details.cached_tokens``); a prefix with no
+    full block cannot be served from cache, so it never hits."""
+    return warm_tokens > 0 and cached_tokens >= warm_tokens
+
+
 class CacheInfo(BaseModel):
     """How much of the prompt vLLM served from its prefix cache, and why."""
 
@@ -51,6 +82,20 @@ class CacheInfo(BaseModel):
     def warm_hit(self) -> bool:
         """Served from a registered warm prefix (``warmup.hits`` defines when)."""
         return self.warm_state is WarmState.HIT
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="warm: a warm hit; cached: vLLM served the whole context prefix from "
+        "its cache, though warmup does not keep it; cold: the prefix was computed."
+    )
+    @property
+    def served(self) -> Served:
+        """The hit rule of ``warm_hit``, applied to the prefix whether or not warmup
+        keeps it (``prefix_tokens`` are block-aligned; unknown, it cannot be told)."""
+        if self.warm_hit:
+            return Served.WARM
+        if self.prefix_tokens is not None and is_warm_hit(self.cached_tokens, self.prefix_tokens):
+            return Served.CACHED
+        return Served.COLD
 
 
 class Timings(BaseModel):
@@ -80,4 +125,4 @@ class ChatResult:
     timings: Timings
     usage: Usage
     prefix_fingerprint: str
-    finish_reason: str = "stop"
+    finish_reason: FinishReason = FinishReason.STOP

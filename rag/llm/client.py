@@ -109,12 +109,15 @@ class LLMEngine(Protocol):
         *,
         max_tokens: int,
         temperature: float,
+        frequency_penalty: float = 0.0,
         prefix_key: str | None = None,
     ) -> AsyncIterator[TextDelta | Usage]:
         """Yield text deltas as they are generated, then one ``Usage``.
 
-        ``prefix_key``: the fingerprint of the prompt's prefix, computed once by the
-        caller; a pool of replicas routes by it, a single server ignores it."""
+        ``frequency_penalty``: OpenAI's (it penalizes a token by how often the answer
+        has used it; the prompt's own tokens are not penalized). ``prefix_key``: the
+        fingerprint of the prompt's prefix, computed once by the caller; a pool of
+        replicas routes by it, a single server ignores it."""
         ...
 
     async def prefill(
@@ -173,6 +176,7 @@ class VLLMClient:
         *,
         max_tokens: int,
         temperature: float,
+        frequency_penalty: float = 0.0,
         prefix_key: str | None = None,
     ) -> AsyncIterator[TextDelta | Usage]:
         """Yield text deltas as vLLM produces them, then one ``Usage``."""
@@ -180,6 +184,7 @@ class VLLMClient:
             messages,
             max_tokens=max_tokens,
             temperature=temperature,
+            **({"frequency_penalty": frequency_penalty} if frequency_penalty else {}),
             stream=True,
             stream_options={"include_usage": True},
         )

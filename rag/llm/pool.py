@@ -183,6 +183,7 @@ class ReplicaPool:
         *,
         max_tokens: int,
         temperature: float,
+        frequency_penalty: float = 0.0,
         prefix_key: str | None = None,
     ) -> AsyncIterator[TextDelta | Usage]:
         """The chosen replica's stream, its ``Usage`` naming the replica."""
@@ -190,7 +191,10 @@ class ReplicaPool:
         route = self._first_route(fingerprint)
         while True:
             events = self._engines[route.replica].stream_chat(
-                messages, max_tokens=max_tokens, temperature=temperature
+                messages,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                frequency_penalty=frequency_penalty,
             )
             started = False
             try:

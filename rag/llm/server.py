@@ -42,6 +42,16 @@ def _die_with_parent() -> None:
         pass
 
 
+def one_message(raw: bytes) -> str | None:
+    """A line of the child's output as one log message, or None for a blank one.
+
+    Progress bars (weights loading, compilation) redraw with carriage returns: a line
+    holds each state, and only its last is the message. Trailing whitespace and the
+    ``\\r`` of the start-up banner's lines go too."""
+    states = raw.decode(errors="replace").split("\r")
+    return next((state.rstrip() for state in reversed(states) if state.strip()), None)
+
+
 class VLLMServerError(RuntimeError):
     """The vLLM child could not be started or died."""
 
@@ -179,15 +189,20 @@ class VLLMServer:
         self._log_pump.start()
 
     def _pump_log(self, proc: subprocess.Popen[bytes]) -> None:
-        """Each line of the child's output to its rotating file and, as logger ``vllm``,
-        to the service's own log stream."""
+        """Each message of the child's output (``one_message``) to its rotating file and,
+        as logger ``vllm``, to the service's own log stream; a message the same as the
+        one before it (a progress bar's last state, printed again at its close) once."""
         handler = logging.handlers.RotatingFileHandler(
             self._log_file, maxBytes=self._log_max_bytes, backupCount=self._log_backups
         )
+        previous: str | None = None
         try:
             assert proc.stdout is not None
             for raw in proc.stdout:
-                line = raw.decode(errors="replace").rstrip("\n")
+                line = one_message(raw)
+                if line is None or line == previous:
+                    continue
+                previous = line
                 handler.emit(logging.makeLogRecord({"msg": line, "levelno": logging.INFO}))
                 child_log.info("%s", line)
         finally:
@@ -204,10 +219,22 @@ class VLLMServer:
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
 
-    def wait_ready(self, timeout_s: float = 600.0) -> None:
-        """Block until ``/health`` answers 200, the child dies, or the timeout passes."""
-        deadline = time.monotonic() + timeout_s
+    def wait_ready(self, timeout_s: float = 600.0, progress_every_s: float = 30.0) -> None:
+        """Block until ``/health`` answers 200, the child dies, or the timeout passes.
+
+        A first start loads and compiles for minutes on a CPU (README, "Start-up
+        time"): every ``progress_every_s`` a line says it is still going, and how long."""
+        started = time.monotonic()
+        deadline = started + timeout_s
+        next_report = started + progress_every_s
         while time.monotonic() < deadline:
+            if time.monotonic() >= next_report:
+                next_report += progress_every_s
+                log.info(
+                    "vLLM is still starting: %.0f s so far (a first start takes 2 to 5 "
+                    "minutes on a CPU; later ones reuse its compile cache)",
+                    time.monotonic() - started,
+                )
             if self._proc is not None and self._proc.poll() is not None:
                 raise VLLMServerError(
                     f"vLLM exited with code {self._proc.returncode}; last log lines:\n{self.tail()}"

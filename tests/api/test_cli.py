@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from api.cli import main
+from api.cli import cache_line, main
+from rag.chat.results import CacheInfo, Timings, WarmState
 from rag.knowledge.kvstore import SqliteKVStore
 from tests.api.test_storage_faults import failing
 from tests.conftest import ADMIN_TOKEN, Service, Services, free_port
@@ -308,3 +309,17 @@ def test_a_full_disk_stops_an_embedded_ingest_and_stores_nothing(
     service = services.start(llm=FakeEngine())  # the same folder: nothing was stored
     assert service.runtime.kb.document_ids() == []
     assert main(["ingest", "--embedded", str(page)]) == 1  # the service holds it now
+
+
+def test_the_cache_line_tells_cached_by_vllm_from_warm_and_cold() -> None:
+    timings = Timings(retrieval_ms=3.0, ttft_ms=65.2, total_ms=80.0)
+    cached = CacheInfo(prompt_tokens=1168, cached_tokens=1152, prefix_tokens=1152)
+    assert cache_line(cached, timings) == (
+        "cache   cached by vLLM: 1152 of 1168 prompt tokens cached; first token after 65 ms"
+    )
+    cold = CacheInfo(prompt_tokens=1168, cached_tokens=128, prefix_tokens=1152)
+    assert cache_line(cold, timings).startswith("cache   cold: 128 of 1168")
+    evicted = cold.model_copy(update={"warm_state": WarmState.EVICTED})
+    assert cache_line(evicted, timings).startswith("cache   cold (warm prefix evicted):")
+    warm = cached.model_copy(update={"warm_state": WarmState.HIT})
+    assert cache_line(warm, timings).startswith("cache   warm hit: 1152 of 1168")

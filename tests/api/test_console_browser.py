@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Page, expect, sync_playwright
 
-from tests.conftest import ADMIN_TOKEN, REPO, ServiceFactory
+from tests.conftest import ADMIN_TOKEN, REPO, Service, ServiceFactory
+from tests.fakes import FakeEngine
 
 pytestmark = pytest.mark.browser
 
@@ -111,6 +112,7 @@ def test_chat_streams_and_an_admin_ingests_warms_and_watches(
     card = page.locator("#answers .answer").first
     assert int(card.get_attribute("data-tokens") or 0) >= 2
     expect(card.locator("[data-role=warm]")).to_have_text("cold")
+    expect(card).to_have_attribute("data-served", "cold")
     expect(card.locator("[data-role=cached]")).to_contain_text("prompt tokens")
     expect(card.locator("[data-role=ttft]")).to_have_text(re.compile(r"first token [\d.]+ m?s"))
     first_passage = card.locator(".passages details").first
@@ -209,4 +211,29 @@ def test_chat_streams_and_an_admin_ingests_warms_and_watches(
     page.click("#sign-out")
     expect(page.locator("#page-login")).to_be_visible()
     assert page.evaluate("sessionStorage.getItem('warmrag.adminToken')") is None
+    assert console.errors == []
+
+
+#: One token, no space, of several hundred characters that never repeat themselves (the
+#: repetition guard would stop a loop: this answer must reach the page whole).
+LONG_TOKEN = "_".join(f"LOCK{i}MODE" for i in range(60))
+
+
+def test_an_answer_of_one_long_token_keeps_the_page_width(
+    start_fake_service: Callable[..., tuple[Service, FakeEngine]], browser: Browser
+) -> None:
+    """``FakeEngine`` stands in for vLLM: no model can be made to answer one long token."""
+    service, _ = start_fake_service(engine=FakeEngine(answer=LONG_TOKEN))
+    service.ingest(LIGHTHOUSE)
+    console = Console(browser.new_page(viewport={"width": 1000, "height": 800}))
+    page = console.page
+    page.goto(service.url + "/")
+    expect(page.locator("body")).to_have_attribute("data-ready", "true")
+    width = page.evaluate("document.documentElement.scrollWidth")
+    answer, _ = console.ask(QUESTION)
+    assert answer == LONG_TOKEN
+    assert page.evaluate("document.documentElement.scrollWidth") == width <= 1000
+    box = page.locator("#answers .answer .text").bounding_box()
+    assert box is not None and box["x"] + box["width"] <= 1000
+    console.shot("long-token")
     assert console.errors == []

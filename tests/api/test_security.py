@@ -136,10 +136,15 @@ class SlowEngine(FakeEngine):
         *,
         max_tokens: int,
         temperature: float,
+        frequency_penalty: float = 0.0,
         prefix_key: str | None = None,
     ) -> AsyncIterator[TextDelta | Usage]:
         async for event in super().stream_chat(
-            messages, max_tokens=max_tokens, temperature=temperature, prefix_key=prefix_key
+            messages,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            frequency_penalty=frequency_penalty,
+            prefix_key=prefix_key,
         ):
             if isinstance(event, TextDelta):
                 await asyncio.sleep(self.delay_s)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import time
 from pathlib import Path
@@ -74,3 +75,61 @@ def test_the_child_publishes_kv_events_and_names_its_hash_algorithm(tmp_path: Pa
     assert config["enable_kv_cache_events"] is True and config["publisher"] == "zmq"
     assert config["endpoint"] == events.publish and config["replay_endpoint"] == events.replay
     assert "--kv-events-config" not in VLLMServer(tmp_path, "m", 1, tmp_path).command()
+
+
+PROGRESS = (
+    "import sys\n"
+    "w = sys.stdout.write\n"
+    "w('\\rLoading shards:   0% 0/2\\rLoading shards:  50% 1/2\\rLoading shards: 100% 2/2\\n')\n"
+    "w('\\rLoading shards: 100% 2/2\\n')\n"  # the bar's last state again, at its close
+    "w('INFO  banner line\\r\\n')\n"
+    "w('\\n')\n"
+    "w('INFO engine ready\\n')\n"
+)
+
+
+class ProgressServer(VLLMServer):
+    def command(self) -> list[str]:
+        return [sys.executable, "-c", PROGRESS]
+
+
+def test_progress_bars_become_one_line_each(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """vLLM's loading bars redraw with carriage returns, and print their last state twice:
+    the log gets that state once, and no blank line."""
+    caplog.set_level(logging.INFO, logger="vllm")
+    server = ProgressServer(tmp_path / "model", "m", 1, tmp_path)
+    server.start()
+    deadline = time.monotonic() + 60
+    while server.is_running() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    server.stop()
+    lines = [r.getMessage() for r in caplog.records if r.name == "vllm"]
+    assert lines == ["Loading shards: 100% 2/2", "INFO  banner line", "INFO engine ready"]
+    assert "\r" not in server.tail(5) and server.tail(3).splitlines() == lines
+
+
+class SleepyServer(VLLMServer):
+    """Never answers /health, as a vLLM still compiling."""
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-c", "import time; time.sleep(30)"]
+
+
+def test_a_slow_start_says_it_is_still_going(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from rag.llm.server import VLLMServerError
+
+    caplog.set_level(logging.INFO, logger="rag.llm.server")
+    server = SleepyServer(tmp_path / "model", "m", 9, tmp_path)  # nothing listens on port 9
+    server.start()
+    try:
+        with pytest.raises(VLLMServerError, match="not ready after 2 s"):
+            server.wait_ready(timeout_s=2.0, progress_every_s=0.6)
+    finally:
+        server.stop()
+    progress = [r.getMessage() for r in caplog.records if "still starting" in r.getMessage()]
+    assert len(progress) >= 2
+    assert all(re.match(r"vLLM is still starting: \d+ s so far", line) for line in progress)

@@ -27,7 +27,7 @@ class FlakyServer(VLLMServer):
     def stop(self, timeout_s: float = 20.0) -> None:
         self.running = False
 
-    def wait_ready(self, timeout_s: float = 600.0) -> None:
+    def wait_ready(self, timeout_s: float = 600.0, progress_every_s: float = 30.0) -> None:
         if self.starts <= self.failures:
             raise VLLMServerError("exited with code 1")
         self.running = True

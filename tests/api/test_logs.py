@@ -1,0 +1,65 @@
+"""Log lines an operator reads: text on a terminal, JSON anywhere else, and no scheduler
+chatter at INFO."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections.abc import Iterator
+
+import pytest
+
+from api.logs import LogFormat, configure_logging, resolve_format
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.fixture
+def root_logging() -> Iterator[None]:
+    """``configure_logging`` replaces the root handlers: put pytest's back afterwards."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    scheduler_level = logging.getLogger("apscheduler").level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    logging.getLogger("apscheduler").setLevel(scheduler_level)
+
+
+@pytest.mark.usefixtures("root_logging")
+def test_a_terminal_gets_text_and_a_pipe_gets_json() -> None:
+    terminal, pipe = Terminal(), io.StringIO()
+    assert configure_logging(None, terminal) is LogFormat.TEXT
+    logging.getLogger("warmrag.test").info("ready in %d s", 12)
+    line = terminal.getvalue().strip()
+    assert line.endswith("INFO warmrag.test [-]: ready in 12 s") and not line.startswith("{")
+
+    assert configure_logging(None, pipe) is LogFormat.JSON
+    logging.getLogger("warmrag.test").info("ready in %d s", 12)
+    record = json.loads(pipe.getvalue())
+    assert record["message"] == "ready in 12 s" and record["level"] == "INFO"
+    assert record["logger"] == "warmrag.test" and record["request_id"] == "-"
+
+
+@pytest.mark.usefixtures("root_logging")
+def test_a_chosen_format_wins_over_the_terminal() -> None:
+    terminal = Terminal()
+    assert configure_logging(LogFormat.JSON, terminal) is LogFormat.JSON
+    logging.getLogger("warmrag.test").info("hello")
+    assert json.loads(terminal.getvalue())["message"] == "hello"
+    assert resolve_format(LogFormat.TEXT, io.StringIO()) is LogFormat.TEXT
+
+
+@pytest.mark.usefixtures("root_logging")
+def test_the_scheduler_logs_warnings_only() -> None:
+    pipe = io.StringIO()
+    configure_logging(LogFormat.JSON, pipe)
+    scheduler = logging.getLogger("apscheduler.executors.default")
+    scheduler.info('Running job "warm cycle" (scheduled at 12:00)')
+    scheduler.warning("Run time of job was missed by 0:00:05")
+    lines = [json.loads(line)["message"] for line in pipe.getvalue().splitlines()]
+    assert lines == ["Run time of job was missed by 0:00:05"]
