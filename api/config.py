@@ -13,6 +13,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from api.logs import LogFormat
+from rag.chat.prompt import PassageOrder
 from rag.knowledge.models import DEFAULT_CHUNKING, ChunkingStrategy
 from rag.knowledge.vectors import EmbeddedIndex
 from rag.llm.placement import RoutingPolicy
@@ -192,6 +193,11 @@ class Settings(BaseSettings):
 
     # Retrieval and ingestion
     top_k: int = Field(3, ge=1, le=20)
+    passage_order: PassageOrder = Field(
+        PassageOrder.STABLE,
+        description="Passages in a prompt: 'stable' (by chunk id: the same retrieved set "
+        "is the same prefix, whatever its score order) or 'rank' (retrieval's order).",
+    )
     chunk_tokens: int = Field(
         200,
         ge=32,

@@ -152,7 +152,7 @@ class Runtime:
             if s.prefix_block_align and urls[0]
             else None
         )
-        self.builder = PromptBuilder(aligner=aligner)
+        self.builder = PromptBuilder(aligner=aligner, order=s.passage_order)
 
         self.memo = ContextMemo(
             s.context_memo_max_entries,

@@ -4,7 +4,8 @@ Segments run from most to least stable — fixed instruction, passages, knowledg
 graph triples, then the question in its own user turn — so that everything before
 the question is a reusable prefix for vLLM's prefix cache. Passages and triples
 are put in a canonical order: the same retrieved set gives the same prefix
-whatever its score order.
+whatever its score order (``PassageOrder.STABLE``, the default; ``RANK`` keeps
+retrieval's order and turns this off).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from rag.knowledge.models import Passage
 from rag.llm.alignment import BlockAligner
@@ -54,8 +56,24 @@ class Prompt:
     messages: list[Message] = field(default_factory=list)
 
 
+class PassageOrder(StrEnum):
+    """How a prefix orders its passages (docs/warmup.md, "Passage order")."""
+
+    #: By chunk id: one retrieved set is one prefix, whatever its score order, so two
+    #: questions that retrieve the same passages share all of their context's KV.
+    STABLE = "stable"
+    #: Retrieval's order, best first: the same set in another order is another prefix.
+    RANK = "rank"
+
+
 def canonical_passages(passages: Sequence[Passage]) -> tuple[Passage, ...]:
     return tuple(sorted(passages, key=lambda p: p.chunk_id))
+
+
+def ordered_passages(passages: Sequence[Passage], order: PassageOrder) -> tuple[Passage, ...]:
+    if order is PassageOrder.RANK:
+        return tuple(sorted(passages, key=lambda p: -p.score))  # stable among equal scores
+    return canonical_passages(passages)
 
 
 def canonical_triples(triples: Sequence[Sequence[str]]) -> tuple[TripleText, ...]:
@@ -114,15 +132,22 @@ class PromptShape:
 class PromptBuilder:
     """Renders passages, triples and a question into chat messages."""
 
-    def __init__(self, instruction: str = INSTRUCTION, aligner: BlockAligner | None = None) -> None:
-        """``aligner``: pad each prefix to whole KV blocks (``rag.llm.alignment``)."""
+    def __init__(
+        self,
+        instruction: str = INSTRUCTION,
+        aligner: BlockAligner | None = None,
+        order: PassageOrder = PassageOrder.STABLE,
+    ) -> None:
+        """``aligner``: pad each prefix to whole KV blocks (``rag.llm.alignment``).
+        ``order``: the passages' order in a prefix."""
         self.instruction = instruction
         self.aligner = aligner
+        self.order = order
 
     def prefix(
         self, passages: Sequence[Passage], triples: Sequence[Sequence[str]] = ()
     ) -> PromptPrefix:
-        ordered = canonical_passages(passages)
+        ordered = ordered_passages(passages, self.order)
         facts = canonical_triples(triples)
         parts = [self.instruction]
         if ordered:

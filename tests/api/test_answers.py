@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from rag.chat.prompt import PassageOrder
 from rag.chat.repetition import repeats
 from tests.conftest import Service, ServiceFactory
 from tests.fakes import FakeEngine
@@ -86,3 +87,14 @@ def test_the_guard_and_the_penalty_can_be_turned_off(start_fake_service: StartFa
     body = service.chat(QUESTION)
     assert body["finish_reason"] == "stop" and repeats(body["answer"])
     assert engine.penalties == [0.0]
+
+
+def test_the_passage_order_setting_reaches_the_prompts(start_fake_service: StartFake) -> None:
+    service, engine = start_fake_service(passage_order="rank")
+    service.ingest(DOC, {"id": "aaa-bread", "text": "Bread is baked from flour and water."})
+    body = service.chat(QUESTION, top_k=2)
+    best = max(body["passages"], key=lambda p: p["score"])["doc_id"]
+    assert best == "zorn"  # sorts after aaa-bread by id: rank order puts it first anyway
+    prompt = " ".join(engine.chats[-1])
+    assert prompt.index("zorn") < prompt.index("aaa-bread")
+    assert service.runtime.builder.order is PassageOrder.RANK

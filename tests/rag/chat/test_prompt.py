@@ -1,6 +1,6 @@
 """The prompt builder decides what vLLM can reuse: its layout is tested exactly."""
 
-from rag.chat.prompt import INSTRUCTION, PromptBuilder
+from rag.chat.prompt import INSTRUCTION, PassageOrder, PromptBuilder
 from rag.knowledge.models import Passage
 
 
@@ -57,3 +57,17 @@ def test_history_sits_between_prefix_and_question() -> None:
     prompt = PromptBuilder().build("and now?", P, history=history)
     assert prompt.messages[1:3] == history
     assert prompt.messages[-1]["content"] == "and now?"
+
+
+def test_rank_order_keeps_retrievals_order_and_so_splits_one_set_into_two_prefixes() -> None:
+    builder = PromptBuilder(order=PassageOrder.RANK)
+    best_first = builder.prefix(P)
+    assert best_first.chunk_ids == ("c", "a", "b")  # by score, best first
+    system = best_first.messages[0]["content"]
+    assert system.index("[1] (source: doc-c)") < system.index("[2] (source: doc-a)")
+    reranked = [passage("c", "Gamma text.", 0.05), passage("a", "Alpha text.", 0.8), P[2]]
+    assert builder.prefix(reranked).chunk_ids == ("a", "b", "c")
+    assert builder.prefix(reranked).fingerprint != best_first.fingerprint
+    # the stable order gives both the one prefix
+    stable = PromptBuilder()
+    assert stable.prefix(reranked).fingerprint == stable.prefix(P).fingerprint
