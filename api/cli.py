@@ -15,20 +15,6 @@ rich draws the progress bar and the tables.
 from __future__ import annotations
 
 import os
-
-# Must be set before huggingface_hub is imported: models load from local paths only.
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-# Importing the model stack creates torch's compile-cache folder, in /tmp unless told
-# otherwise: keep it in the data folder, as `make run` does.
-os.environ.setdefault(
-    "TORCHINDUCTOR_CACHE_DIR",
-    os.path.join(
-        os.path.abspath(os.environ.get("WARMRAG_DATA_DIR", "data")), "cache", "torchinductor"
-    ),
-)
-
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -40,6 +26,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+import api.environment  # noqa: F401  (first: the process environment the model stack reads)
 from api.client import ServiceError, WarmragClient
 from api.config import Settings
 from api.logs import configure_logging

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import MutableMapping
 from enum import StrEnum
 from typing import TextIO
 
@@ -35,8 +36,10 @@ class LogFormat(StrEnum):
     TEXT = "text"
 
 
-#: Loggers that chatter at INFO about routine work, and the level they log at instead.
-QUIET_LOGGERS = {"apscheduler": logging.WARNING}
+#: Loggers that chatter at INFO about routine work, and the level they log at instead:
+#: APScheduler's two lines per job run, and httpx's line per request to vLLM (a dozen
+#: per warm cycle; vLLM's own log has them).
+QUIET_LOGGERS = {"apscheduler": logging.WARNING, "httpx": logging.WARNING}
 
 
 def resolve_format(fmt: LogFormat | None, stream: TextIO | None = None) -> LogFormat:
@@ -47,6 +50,22 @@ def resolve_format(fmt: LogFormat | None, stream: TextIO | None = None) -> LogFo
     target = stream if stream is not None else sys.stderr
     isatty = getattr(target, "isatty", None)
     return LogFormat.TEXT if callable(isatty) and isatty() else LogFormat.JSON
+
+
+def quiet_progress_bars(environ: MutableMapping[str, str], stream: TextIO | None = None) -> bool:
+    """Turn tqdm's bars off (``TQDM_DISABLE``) where the log is JSON: the model loaders
+    write them straight to stderr, raw lines among the JSON objects. tqdm reads the
+    variable when it is imported, so this runs first; returns whether it turned them
+    off. A value of ``WARMRAG_LOG_FORMAT`` that is no format is left to the settings
+    to refuse."""
+    try:
+        chosen = LogFormat(environ["WARMRAG_LOG_FORMAT"].strip().lower())
+    except (KeyError, ValueError):
+        chosen = None
+    if resolve_format(chosen, stream) is LogFormat.TEXT:
+        return False
+    environ.setdefault("TQDM_DISABLE", "1")
+    return True
 
 
 def log_handler(fmt: LogFormat, stream: TextIO | None = None) -> logging.Handler:

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from api.logs import LogFormat, configure_logging, resolve_format
+from api.logs import QUIET_LOGGERS, LogFormat, configure_logging, resolve_format
 
 
 class Terminal(io.StringIO):
@@ -23,11 +23,12 @@ def root_logging() -> Iterator[None]:
     """``configure_logging`` replaces the root handlers: put pytest's back afterwards."""
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
-    scheduler_level = logging.getLogger("apscheduler").level
+    quiet = {name: logging.getLogger(name).level for name in QUIET_LOGGERS}
     yield
     root.handlers[:] = handlers
     root.setLevel(level)
-    logging.getLogger("apscheduler").setLevel(scheduler_level)
+    for name, was in quiet.items():
+        logging.getLogger(name).setLevel(was)
 
 
 @pytest.mark.usefixtures("root_logging")
@@ -63,3 +64,26 @@ def test_the_scheduler_logs_warnings_only() -> None:
     scheduler.warning("Run time of job was missed by 0:00:05")
     lines = [json.loads(line)["message"] for line in pipe.getvalue().splitlines()]
     assert lines == ["Run time of job was missed by 0:00:05"]
+
+
+def test_progress_bars_are_off_where_the_log_is_json() -> None:
+    from api.logs import quiet_progress_bars
+
+    env: dict[str, str] = {}
+    assert quiet_progress_bars(env, io.StringIO()) and env["TQDM_DISABLE"] == "1"
+    env = {}
+    assert not quiet_progress_bars(env, Terminal()) and "TQDM_DISABLE" not in env
+    env = {"WARMRAG_LOG_FORMAT": "json"}
+    assert quiet_progress_bars(env, Terminal()) and env["TQDM_DISABLE"] == "1"
+    env = {"WARMRAG_LOG_FORMAT": "Text"}
+    assert not quiet_progress_bars(env, io.StringIO()) and "TQDM_DISABLE" not in env
+    env = {"TQDM_DISABLE": "0"}  # an operator's own choice stays
+    assert quiet_progress_bars(env, io.StringIO()) and env["TQDM_DISABLE"] == "0"
+
+
+@pytest.mark.usefixtures("root_logging")
+def test_requests_to_vllm_are_not_logged_one_by_one() -> None:
+    pipe = io.StringIO()
+    configure_logging(LogFormat.JSON, pipe)
+    logging.getLogger("httpx").info('HTTP Request: POST http://127.0.0.1:8001/tokenize "200 OK"')
+    assert pipe.getvalue() == ""
