@@ -101,7 +101,13 @@ class Runtime:
             if s.passage_window_tokens > s.chunk_tokens
             else None
         )
-        self.retriever = Retriever(self.kb, self.selector, s.kg_max_triples, windows)
+        self.retriever = Retriever(
+            self.kb,
+            self.selector,
+            s.kg_max_triples,
+            windows,
+            identifier_candidates=s.identifier_rerank_candidates,
+        )
 
         self.cpu_plan: VLLMCpuPlan | None = None
         self.vllm_server: VLLMServer | None = None

@@ -9,7 +9,8 @@ have moved it when:
    commit and its notification may already hold the new document's chunks with the
    graph from before it);
 2. a new chunk scores above its k-th passage for its question (only then can the chunk
-   enter its top-k);
+   enter its top-k), or above the weakest candidate where an identifier rerank chose the
+   top-k (``Retrieval.entry_bar``, ``rag.chat.memo.kth_score``);
 3. a new fact of a changed document scores above the weakest fact it injects (or the
    selector's threshold while it has free slots), less the most the selector adds to a
    fact's score over its cosine;

@@ -49,7 +49,11 @@ def retrieve_context(
 
 
 def kth_score(retrieval: Retrieval) -> float | None:
-    """Score of the last passage of a top-k: a new chunk must beat it to enter."""
+    """The score a new chunk must beat to enter a top-k: its last passage's, or the
+    retrieval's own bar where a rerank could promote a weaker chunk
+    (``Retrieval.entry_bar``)."""
+    if retrieval.entry_bar is not None:
+        return retrieval.entry_bar
     return retrieval.passages[-1].score if retrieval.passages else None
 
 
