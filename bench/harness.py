@@ -28,14 +28,14 @@ from rag.knowledge.base import KnowledgeBase
 from rag.knowledge.embedding import Embedder, shared_embedder
 from rag.knowledge.models import ChunkingStrategy, DocumentIn
 from rag.knowledge.service import KnowledgeService
-from rag.llm.bundled_model import ensure_chat_model
+from rag.llm.bundled_model import DEFAULT_MODEL, ChatModel, bundled, ensure_chat_model
 from rag.llm.client import TextDelta, VLLMClient
 from rag.llm.cpu import CpuFeatures, plan_for
 from rag.llm.server import VLLMServer
 from warmup.reports import CycleReport
 from warmup.view import BudgetView
 
-MODEL_NAME = "SmolLM2-135M-Instruct"
+MODEL_NAME = bundled(DEFAULT_MODEL).served_name
 #: The KV-event endpoints (``PUBLISH|REPLAY``) of the vLLM children this process
 #: started, by URL: services on them follow the events as the embedded default does.
 _KV_EVENTS: dict[str, str] = {}
@@ -50,18 +50,23 @@ def vllm(
     kv_cache_gib: int = 4,
     enforce_eager: bool = False,
     prefix_caching: bool = True,
+    chat_model: ChatModel = DEFAULT_MODEL,
     log: Callable[[str], None] = print,
 ) -> Iterator[str]:
-    """A vLLM child in dev mode (``POST /reset_prefix_cache``); yields its URL.
+    """A vLLM child in dev mode (``POST /reset_prefix_cache``) serving ``chat_model``
+    (by its ``served_name``); yields its URL.
 
-    Its compile cache lives in ``data/cache/bench-vllm`` so later starts reuse it."""
-    model = ensure_chat_model(REPO / "data" / "models" / MODEL_NAME)
+    Its compile cache lives in ``data/cache/bench-vllm`` (another model's in
+    ``bench-vllm-<name>``, so two children can run at once) so later starts reuse it."""
+    spec = bundled(chat_model)
+    model = ensure_chat_model(REPO / "data" / "models" / spec.served_name, spec.name)
     plan = plan_for(CpuFeatures.read(), enforce_eager=enforce_eager or None)
-    work_dir = REPO / "data" / "cache" / "bench-vllm"
+    suffix = "" if spec.name is DEFAULT_MODEL else f"-{spec.name.value}"
+    work_dir = REPO / "data" / "cache" / f"bench-vllm{suffix}"
     events = child_endpoint(work_dir)
     server = VLLMServer(
         model,
-        MODEL_NAME,
+        spec.served_name,
         free_port(),
         work_dir,
         kv_events=events,
@@ -234,9 +239,11 @@ def ingested(
             knowledge.close()
 
 
-def _with_client(vllm_url: str, call: Callable[[VLLMClient], Awaitable[T]]) -> T:
+def _with_client(
+    vllm_url: str, call: Callable[[VLLMClient], Awaitable[T]], model: str = MODEL_NAME
+) -> T:
     async def run() -> T:
-        client = VLLMClient(vllm_url, MODEL_NAME)
+        client = VLLMClient(vllm_url, model)
         try:
             return await call(client)
         finally:
@@ -270,8 +277,9 @@ def kv_usage(vllm_url: str) -> float:
     return _with_client(vllm_url, lambda c: c.kv_usage())
 
 
-def floor_ttft(vllm_url: str, question: str) -> float:
-    """TTFT (ms) of the question alone, straight to vLLM: no retrieval, no context."""
+def floor_ttft(vllm_url: str, question: str, model: str = MODEL_NAME) -> float:
+    """TTFT (ms) of the question alone, straight to vLLM: no retrieval, no context;
+    ``model``: the name that vLLM serves."""
 
     async def ask(client: VLLMClient) -> float:
         started = time.perf_counter()
@@ -282,4 +290,4 @@ def floor_ttft(vllm_url: str, question: str) -> float:
                 break
         return (time.perf_counter() - started) * 1000
 
-    return _with_client(vllm_url, ask)
+    return _with_client(vllm_url, ask, model)

@@ -30,6 +30,8 @@ class Overrides(TypedDict, total=False):
     passage_window_tokens: int
     prefix_block_align: bool
     max_tokens: int
+    chat_frequency_penalty: float
+    chat_stop_on_repeat: bool
     chunking: ChunkingStrategy
     kg_extraction: bool
     seed_sample_kb: bool
