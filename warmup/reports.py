@@ -105,6 +105,14 @@ class CycleReport(BaseModel):
             self.warm_requests or self.retired or self.affected or self.extended or self.declined
         )
 
+    def summary(self) -> str:
+        """One line on what this cycle did, for the log."""
+        return (
+            f"warmup {self.kind.value}: checked {self.entries_checked}, warmed "
+            f"{self.rewarmed} ({self.prefill_tokens:,} prefill tokens), extended "
+            f"{self.extended}, retired {self.retired} in {self.total_ms / 1000:.1f} s"
+        )
+
     def shortfall(self) -> str | None:
         """One line on what this cycle declined or cut short (None: nothing)."""
         parts = []
@@ -159,7 +167,8 @@ class ReportLog:
         self.last = report
         if report.did_something:
             self.recent.append(report)
-            log.info("warmup %s", report.model_dump())
+            # One readable line; a JSON log also carries the whole report as an object.
+            log.info("%s", report.summary(), extra={"warmup": report.model_dump(mode="json")})
         if (shortfall := report.shortfall()) is not None:
             log.warning("%s", shortfall)
         return report

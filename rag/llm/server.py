@@ -222,8 +222,8 @@ class VLLMServer:
     def wait_ready(self, timeout_s: float = 600.0, progress_every_s: float = 30.0) -> None:
         """Block until ``/health`` answers 200, the child dies, or the timeout passes.
 
-        A first start loads and compiles for minutes on a CPU (README, "Start-up
-        time"): every ``progress_every_s`` a line says it is still going, and how long."""
+        vLLM loads (and, on an AVX-512 CPU, compiles) for a minute or more (README,
+        "Start-up time"): every ``progress_every_s`` a line says it is still going."""
         started = time.monotonic()
         deadline = started + timeout_s
         next_report = started + progress_every_s
@@ -231,8 +231,8 @@ class VLLMServer:
             if time.monotonic() >= next_report:
                 next_report += progress_every_s
                 log.info(
-                    "vLLM is still starting: %.0f s so far (a first start takes 2 to 5 "
-                    "minutes on a CPU; later ones reuse its compile cache)",
+                    "vLLM is still starting: %.0f s so far (about 1 minute on a 2-core "
+                    "AVX2 CPU, longer where it compiles: README, Start-up time)",
                     time.monotonic() - started,
                 )
             if self._proc is not None and self._proc.poll() is not None:

@@ -87,3 +87,33 @@ def test_requests_to_vllm_are_not_logged_one_by_one() -> None:
     configure_logging(LogFormat.JSON, pipe)
     logging.getLogger("httpx").info('HTTP Request: POST http://127.0.0.1:8001/tokenize "200 OK"')
     assert pipe.getvalue() == ""
+
+
+@pytest.mark.usefixtures("root_logging")
+def test_a_warm_cycle_is_one_readable_line_and_a_json_object() -> None:
+    from rag.llm.client import Usage
+    from warmup.models import RewarmReason
+    from warmup.reports import CycleKind, ReportLog
+
+    reports = ReportLog(clock=lambda: 1000.0, kb_version=lambda: 3)
+    pipe = io.StringIO()
+    configure_logging(LogFormat.JSON, pipe)
+    report = reports.begin(CycleKind.KB_CHANGE)
+    report.entries_checked = 8
+    report.count_prefill(Usage(prompt_tokens=1300, cached_tokens=100), RewarmReason.KB_CHANGE)
+    reports.finish(report)
+    record = json.loads(pipe.getvalue().splitlines()[0])
+    assert record["message"].startswith(
+        "warmup kb_change: checked 8, warmed 1 (1,200 prefill tokens), extended 0, retired 0"
+    )
+    assert record["warmup"]["kind"] == "kb_change" and record["warmup"]["kb_version"] == 3
+
+    terminal = Terminal()
+    configure_logging(None, terminal)
+    reports.finish(reports.begin(CycleKind.KB_CHANGE))  # did nothing: no line
+    report = reports.begin(CycleKind.RESTORE)
+    report.count_prefill(Usage(prompt_tokens=700, cached_tokens=0), RewarmReason.KB_CHANGE)
+    reports.finish(report)
+    (line,) = terminal.getvalue().splitlines()
+    assert "warmup restore: checked 0, warmed 1 (700 prefill tokens)" in line
+    assert "{" not in line
