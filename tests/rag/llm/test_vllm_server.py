@@ -41,6 +41,17 @@ def test_log_rotates_and_stale_temp_files_go(tmp_path: Path) -> None:
     assert server.tail(1).endswith(" 19999")  # the newest line is in vllm.log
 
 
+def run_to_its_end(server: VLLMServer, caplog: pytest.LogCaptureFixture) -> list[str]:
+    """Start the stand-in, let it exit, stop it (joining the log pump); what it logged
+    as logger ``vllm``."""
+    server.start()
+    deadline = time.monotonic() + 60
+    while server.is_running() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    server.stop()
+    return [r.getMessage() for r in caplog.records if r.name == "vllm"]
+
+
 class GreetingServer(VLLMServer):
     def command(self) -> list[str]:
         return [sys.executable, "-c", "print('INFO engine ready'); print('second line')"]
@@ -53,12 +64,7 @@ def test_child_output_joins_the_service_log(
     stream, JSON or text) as well as its rotating file."""
     caplog.set_level(logging.INFO, logger="vllm")
     server = GreetingServer(tmp_path / "model", "m", 1, tmp_path)
-    server.start()
-    deadline = time.monotonic() + 60
-    while server.is_running() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    server.stop()
-    lines = [r.getMessage() for r in caplog.records if r.name == "vllm"]
+    lines = run_to_its_end(server, caplog)
     assert lines == ["INFO engine ready", "second line"]
     assert server.tail(2) == "INFO engine ready\nsecond line"
 
@@ -100,12 +106,7 @@ def test_progress_bars_become_one_line_each(
     the log gets that state once, and no blank line."""
     caplog.set_level(logging.INFO, logger="vllm")
     server = ProgressServer(tmp_path / "model", "m", 1, tmp_path)
-    server.start()
-    deadline = time.monotonic() + 60
-    while server.is_running() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    server.stop()
-    lines = [r.getMessage() for r in caplog.records if r.name == "vllm"]
+    lines = run_to_its_end(server, caplog)
     assert lines == ["Loading shards: 100% 2/2", "INFO  banner line", "INFO engine ready"]
     assert "\r" not in server.tail(5) and server.tail(3).splitlines() == lines
 
