@@ -178,7 +178,7 @@ class Settings(BaseSettings):
     max_tokens: int = Field(256, ge=1, le=2048)
     temperature: float = Field(0.0, ge=0.0, le=2.0)
     chat_frequency_penalty: float = Field(
-        0.5,
+        1.0,
         ge=-2.0,
         le=2.0,
         description="vLLM's frequency_penalty for answers (the answer's own tokens, not "

@@ -62,7 +62,7 @@ def test_a_looping_answer_is_stopped_before_it_repeats(start_fake_service: Start
     assert LOOP.rstrip(".") in body["answer"] and not repeats(body["answer"])
     # The stream was read to its end: the cache facts are vLLM's, not a guess.
     assert body["cache"]["prompt_tokens"] > 0
-    assert engine.penalties == [0.5]  # the default frequency penalty reached vLLM
+    assert engine.penalties == [1.0]  # the default frequency penalty reached vLLM
 
     streamed = service.client.post("/v1/chat", json={"question": QUESTION, "stream": True})
     tokens = [
