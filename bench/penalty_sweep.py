@@ -8,8 +8,13 @@ per penalty, one configuration after the other; answers are scored as
 ``bench.model_compare`` scores them (``rag.chat.repetition.repeats``, gold facts).
 The result chose the default ``WARMRAG_CHAT_FREQUENCY_PENALTY`` (docs/models.md).
 
+``--orders stable,rank`` sweeps ``WARMRAG_PASSAGE_ORDER`` instead, at the first penalty,
+at 128 answer tokens and with the guard on (the service's defaults otherwise): whether
+answers change with the passages' order (docs/warmup.md, "Passage order").
+
 Run: ``.venv/bin/python -m bench.penalty_sweep [--questions 12] [--penalties 0.5,1.0]
-[--out FILE.jsonl]`` (about 6 minutes per penalty for 12 questions on 2 cores).
+[--orders stable,rank] [--out FILE.jsonl]`` (about 6 minutes per configuration for 12
+questions on 2 cores).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from bench.model_records import summaries_of
 from bench.real_corpus import RealWorkload
 from bench.real_records import RealSpec
 from bench.strategies import Overrides
+from rag.chat.prompt import PassageOrder
 from rag.llm.bundled_model import ChatModel
 
 ANSWER_TOKENS = 256
@@ -36,17 +42,29 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--questions", type=int, default=12)
     parser.add_argument("--penalties", default="0.5,1.0", help="comma-separated")
+    parser.add_argument("--orders", help="comma-separated passage orders to sweep instead")
     parser.add_argument("--out", type=Path, help="each answer as a JSON line")
     args = parser.parse_args()
-    model_compare.ANSWER_TOKENS = ANSWER_TOKENS
+    model_compare.ANSWER_TOKENS = 128 if args.orders else ANSWER_TOKENS
     model = ChatModel.SMOLLM2_135M
     data = corpus("pages", RealWorkload(RealSpec.full()))
     sample = random.Random(11).sample(data.golds, min(args.questions, len(data.golds)))
     documents = [d.model_dump() for d in data.documents]
-    configs = [
-        (f"penalty-{p}", Overrides(chat_frequency_penalty=float(p), chat_stop_on_repeat=False))
-        for p in args.penalties.split(",")
-    ]
+    penalties = [float(p) for p in args.penalties.split(",")]
+    configs = (
+        [
+            (
+                order,
+                Overrides(chat_frequency_penalty=penalties[0], passage_order=PassageOrder(order)),
+            )
+            for order in args.orders.split(",")
+        ]
+        if args.orders
+        else [
+            (f"penalty-{p}", Overrides(chat_frequency_penalty=p, chat_stop_on_repeat=False))
+            for p in penalties
+        ]
+    )
     answers = []
     with ExitStack() as stack:
         url = stack.enter_context(

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from typing_extensions import TypedDict  # pydantic reads it (a variant's overrides) on 3.11
 
+from rag.chat.prompt import PassageOrder
 from rag.knowledge.models import ChunkingStrategy
 from warmup.settings import WarmupSettings
 
@@ -32,6 +33,7 @@ class Overrides(TypedDict, total=False):
     max_tokens: int
     chat_frequency_penalty: float
     chat_stop_on_repeat: bool
+    passage_order: PassageOrder
     chunking: ChunkingStrategy
     kg_extraction: bool
     seed_sample_kb: bool
