@@ -228,7 +228,7 @@ class Settings(BaseSettings):
         ge=0,
         le=200,
         description="For a question that names an identifier (a `backticked` span, "
-        "foreign_keys, core.autocrlf, open(), --no-ff, an ALL_CAPS word; "
+        "foreign_keys, core.autocrlf, open(), --no-ff; "
         "rag/chat/identifiers.py), fetch this many chunks and move those that define or "
         "mention it ahead before taking top_k (0: off). Other questions retrieve top_k as "
         "before. On Git's documentation, recall@1 of such questions 0.175 -> 0.700.",

@@ -26,7 +26,12 @@ An identifier is, in the question:
 - a long option: ``--no-ff``, ``--file=x`` (``--file``);
 - with ``commands`` only, a hyphenated command name: ``git-rm``, or the hyphenated word
   after ``git`` (``git cherry-pick``: ``cherry-pick``);
-- an all-capitals word of two letters or more: ``PRAGMA``, ``HEAD``, ``HTTP``.
+- with ``capitals`` only, an all-capitals word of two letters or more: ``PRAGMA``,
+  ``HEAD``, ``HTTP``. Off by default: the questions warmup predicts from a page's
+  headings carry its man-page section names (``git-tag(1): SYNOPSIS``), and with the rule
+  on, every chunk of any page that says ``SYNOPSIS`` was promoted into their contexts
+  (a real-pages warmup test saw them all turn into cross-page contexts). None of the
+  measured gains came from it: the options and config keys are found by the rules above.
 
 A candidate contains an identifier when the identifier occurs in it as a whole token:
 not inside a longer name (``foreign_keys`` is not in ``defer_foreign_keys``, ``--ff`` not
@@ -59,7 +64,7 @@ _BEFORE = r"(?<![\w.\-$])"
 _AFTER = r"(?![\w\-]|\.\w)"
 
 
-def _is_identifier(token: str, previous: str, commands: bool) -> bool:
+def _is_identifier(token: str, previous: str, commands: bool, capitals: bool) -> bool:
     letters = sum(c.isalpha() for c in token)
     if token.startswith("--") or token.endswith("()"):
         return True
@@ -71,12 +76,13 @@ def _is_identifier(token: str, previous: str, commands: bool) -> bool:
         _COMMAND.fullmatch(token) or (previous == "git" and _HYPHENATED.fullmatch(token))
     ):
         return True
-    return letters >= 2 and _CAPITALS.fullmatch(token) is not None
+    return capitals and letters >= 2 and _CAPITALS.fullmatch(token) is not None
 
 
-def identifiers(question: str, commands: bool = False) -> tuple[str, ...]:
+def identifiers(question: str, commands: bool = False, capitals: bool = False) -> tuple[str, ...]:
     """The identifiers ``question`` names, in order, each once (see the module's rule);
-    hyphenated command names (``git-rm``, ``git cherry-pick``) only with ``commands``."""
+    hyphenated command names (``git-rm``, ``git cherry-pick``) only with ``commands``,
+    all-capitals words (``PRAGMA``, ``HEAD``) only with ``capitals``."""
     found: list[str] = [m.group(1).strip() for m in _BACKTICKED.finditer(question)]
     rest = _BACKTICKED.sub(" ", question)
     previous = ""
@@ -84,7 +90,7 @@ def identifiers(question: str, commands: bool = False) -> tuple[str, ...]:
         token = match.group(0).rstrip(".-/")
         if token.startswith("--"):
             token = token.split("=", 1)[0]
-        if token and _is_identifier(token, previous, commands):
+        if token and _is_identifier(token, previous, commands, capitals):
             found.append(token)
         previous = token.lower()
     return tuple(dict.fromkeys(t for t in found if t))
@@ -121,8 +127,8 @@ class IdentifierMatcher:
     definitions: tuple[re.Pattern[str], ...]
 
     @classmethod
-    def of(cls, question: str, commands: bool = False) -> IdentifierMatcher:
-        names = identifiers(question, commands)
+    def of(cls, question: str, commands: bool = False, capitals: bool = False) -> IdentifierMatcher:
+        names = identifiers(question, commands, capitals)
         return cls(names, tuple(_mention(n) for n in names), tuple(_definition(n) for n in names))
 
     def __bool__(self) -> bool:

@@ -68,7 +68,7 @@ def test_streaming_chat_sends_tokens_then_the_rest(service: Service) -> None:
     final = json.loads(events[-1][1])
     assert final["answer"] == "".join(tokens)
     assert final["passages"][0]["doc_id"] == "bread"
-    assert set(final) == {"answer", "passages", "triples", "cache", "timings"}
+    assert set(final) == {"answer", "passages", "triples", "cache", "timings", "finish_reason"}
 
 
 def test_openai_request_validation(service: Service) -> None:

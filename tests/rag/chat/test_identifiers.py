@@ -10,7 +10,7 @@ from rag.chat.identifiers import IdentifierMatcher, identifiers, promote
 @pytest.mark.parametrize(
     ("question", "expected"),
     [
-        ("What does PRAGMA foreign_keys do?", ("PRAGMA", "foreign_keys")),
+        ("What does PRAGMA foreign_keys do?", ("foreign_keys",)),
         ("What does core.autocrlf do?", ("core.autocrlf",)),
         ("What does git merge --no-ff do?", ("--no-ff",)),
         ("What does --file=<path> do?", ("--file",)),
@@ -18,7 +18,10 @@ from rag.chat.identifiers import IdentifierMatcher, identifiers, promote
         ("What does open() return?", ("open()",)),
         ("Explain `git log -p` to me", ("git log -p",)),
         ("Where does $GIT_DIR/config.worktree live?", ("$GIT_DIR/config.worktree",)),
-        ("Is GIT_DIR read before HEAD?", ("GIT_DIR", "HEAD")),
+        ("Is GIT_DIR read before HEAD?", ("GIT_DIR",)),
+        # A predicted question from a man page's headings: no identifiers.
+        ("git-tag(1): SYNOPSIS", ()),
+        ("git-stash(1) Manual Page > DESCRIPTION", ()),
         # Not identifiers: prose, abbreviations, versions, short options, hyphenated words.
         ("How do I undo a merge?", ()),
         ("Is it fast, e.g. in version 2.0?", ()),
@@ -40,6 +43,17 @@ def test_command_names_on_request() -> None:
     assert identifiers("What does the cherry-pick do?", commands=True) == ()
 
 
+def test_capitals_on_request() -> None:
+    assert identifiers("What does PRAGMA foreign_keys do?", capitals=True) == (
+        "PRAGMA",
+        "foreign_keys",
+    )
+    assert identifiers("Is GIT_DIR read before HEAD?", capitals=True) == ("GIT_DIR", "HEAD")
+    matcher = IdentifierMatcher.of("PRAGMA foreign_keys", capitals=True)
+    assert matcher.count("PRAGMA foreign_keys = ON;") == 2
+    assert matcher.count("pragma FOREIGN_KEYS.") == 1  # PRAGMA is case-sensitive
+
+
 def test_each_identifier_once_in_order() -> None:
     assert identifiers("--ff or --no-ff, and --ff again?") == ("--ff", "--no-ff")
 
@@ -47,9 +61,9 @@ def test_each_identifier_once_in_order() -> None:
 @pytest.mark.parametrize(
     ("question", "text", "count"),
     [
-        ("PRAGMA foreign_keys", "PRAGMA foreign_keys = ON;", 2),
-        ("PRAGMA foreign_keys", "pragma FOREIGN_KEYS.", 1),  # PRAGMA is case-sensitive
-        ("PRAGMA foreign_keys", "PRAGMA defer_foreign_keys; foreign_key_check", 1),
+        ("PRAGMA foreign_keys", "PRAGMA foreign_keys = ON;", 1),
+        ("PRAGMA foreign_keys", "pragma FOREIGN_KEYS.", 1),  # case aside
+        ("PRAGMA foreign_keys", "PRAGMA defer_foreign_keys; foreign_key_check", 0),
         ("merge --ff", "use --ff-only or --no-ff", 0),
         ("merge --ff", "(--ff) fast-forwards", 1),
         ("core.eol", "Set core.eol.", 1),
