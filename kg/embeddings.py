@@ -1,4 +1,4 @@
-"""Embeddings of node names and triple texts, kept in memory and persisted next to the graph.
+"""Embeddings of node names and triple texts, kept in memory (the graph's file persists them).
 
 Vectors are computed once, when a triple first enters the graph, through an injected
 ``embed`` function; a restart loads them from disk instead of re-embedding.
@@ -7,12 +7,8 @@ Vectors are computed once, when a triple first enters the graph, through an inje
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
-from typing import Any
 
 import numpy as np
-
-from durable import atomic_write
 
 EmbedFn = Callable[[Sequence[str]], np.ndarray]
 """Maps texts to a (len(texts), dim) array of L2-normalized rows."""
@@ -43,8 +39,7 @@ def embed_checked(embed: EmbedFn, texts: Sequence[str]) -> np.ndarray:
 class EmbeddingTable:
     """A key -> vector map stored as one matrix, so lookups gather rows without copying dicts.
 
-    Removed keys free their row for reuse; the matrix grows by doubling. The saved file holds
-    only live rows (keys and vectors in one ``.npz``, no pickle), written atomically.
+    Removed keys free their row for reuse; the matrix grows by doubling.
     """
 
     def __init__(self, dim: int | None = None) -> None:
@@ -52,12 +47,6 @@ class EmbeddingTable:
         self._rows: dict[str, int] = {}
         self._free: list[int] = []
         self._matrix = np.zeros((0, dim or 0), dtype=np.float32)
-        self._dirty = False
-
-    @property
-    def dirty(self) -> bool:
-        """True when the table changed since it was last saved or loaded."""
-        return self._dirty
 
     @property
     def dim(self) -> int | None:
@@ -88,7 +77,6 @@ class EmbeddingTable:
             self._matrix = np.zeros((0, self._dim), dtype=np.float32)
         if vectors.shape != (len(keys), self._dim):
             raise ValueError(f"expected {(len(keys), self._dim)} vectors, got {vectors.shape}")
-        self._dirty = True
         for key, vector in zip(keys, vectors, strict=True):
             row = self._rows.get(key)
             if row is None:
@@ -96,13 +84,19 @@ class EmbeddingTable:
                 self._rows[key] = row
             self._matrix[row] = vector
 
-    def retain(self, keep: set[str]) -> None:
-        """Drop every key not in ``keep`` (their rows are zeroed and reused later)."""
-        for key in [k for k in self._rows if k not in keep]:
-            self._dirty = True
-            row = self._rows.pop(key)
-            self._matrix[row] = 0.0
-            self._free.append(row)
+    def retain(self, keep: set[str]) -> set[str]:
+        """Drop every key not in ``keep``; return the dropped keys."""
+        dropped = {k for k in self._rows if k not in keep}
+        self.discard(dropped)
+        return dropped
+
+    def discard(self, keys: Iterable[str]) -> None:
+        """Drop ``keys`` where present (their rows are zeroed and reused later)."""
+        for key in keys:
+            row = self._rows.pop(key, None)
+            if row is not None:
+                self._matrix[row] = 0.0
+                self._free.append(row)
 
     def rows_for(self, keys: Sequence[str]) -> np.ndarray:
         """The matrix rows of ``keys`` (all must be present), as an index array."""
@@ -113,34 +107,6 @@ class EmbeddingTable:
         if self._dim is None:
             return np.zeros((len(keys), 0), dtype=np.float32)
         return np.ascontiguousarray(self._matrix[self.rows_for(keys)])
-
-    def save(self, path: Path) -> None:
-        """Write live keys and vectors to ``path`` atomically."""
-        keys = sorted(self._rows)
-        vectors = self.gather(keys) if keys else np.zeros((0, self._dim or 0), np.float32)
-        arrays: dict[str, Any] = {"keys": np.array(keys, dtype=np.str_), "vectors": vectors}
-
-        def write(handle: Any) -> None:
-            np.savez(handle, **arrays)
-
-        atomic_write(path, write)
-        self._dirty = False
-
-    @classmethod
-    def load(cls, path: Path) -> EmbeddingTable:
-        """Read a table written by ``save``; a missing file gives an empty table."""
-        table = cls()
-        if not path.exists():
-            return table
-        with np.load(path, allow_pickle=False) as data:
-            keys = [str(k) for k in data["keys"]]
-            vectors = np.asarray(data["vectors"], dtype=np.float32)
-        if keys:
-            table.add(keys, vectors)
-        elif vectors.ndim == 2 and vectors.shape[1]:
-            table._dim = int(vectors.shape[1])
-        table._dirty = False
-        return table
 
     def _next_row(self) -> int:
         row = len(self._rows) + len(self._free)

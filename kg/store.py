@@ -5,47 +5,45 @@ from one document (attributes: predicate, doc_id, chunk_id, source, and the subj
 surface forms that document used). The graph always mirrors the documents: replacing a
 document swaps its edges, removing one drops its edges and then any node left without edges.
 
-Files in the folder, each replaced atomically: ``graph.json`` (node-link JSON; an edge's ends
-are named "subject" and "object", its key is "<doc_id>#<position>") and the
-embeddings ``node_embeddings.npz`` (by node key) and ``triple_embeddings.npz`` (by triple text).
-Embeddings are written first: after a crash between the writes, loading finds at worst a few
-vectors too many (dropped) or missing (re-embedded), never a graph it cannot read.
+``kg.graph_file`` persists it: each change writes only the rows it touches, in one SQLite
+transaction, with the versions of the documents it reflects. The networkx graph, the
+embedding tables and the read-only ``GraphSnapshot`` live in memory and are rebuilt from
+the file at start.
 """
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import networkx as nx
 
-from durable import atomic_write, remove_stale_temps
 from kg.embeddings import EmbeddingTable, EmbedFn, embed_checked
+from kg.graph_file import (
+    EdgeRef,
+    EdgeRow,
+    GraphChange,
+    GraphFile,
+    GraphRows,
+    Vectors,
+    edge_rows,
+    graph_from_rows,
+)
 from kg.index import GraphSnapshot
+from kg.legacy import read_legacy_folder
 from kg.models import EntityInfo, Neighbourhood, Triple, triple_text
 from kg.normalize import EntityNormalizer, default_normalizer, normalize_predicate
-
-GRAPH_FILE = "graph.json"
-NODE_VECTORS_FILE = "node_embeddings.npz"
-TRIPLE_VECTORS_FILE = "triple_embeddings.npz"
-FORMAT_VERSION = 1
-
-# node-link JSON names an edge's ends "source"/"target" by default, which would collide with
-# the edge attribute "source" (supplied | extracted) and silently drop it.
-_LINK_ENDS = {"source": "subject", "target": "object"}
-
-EdgeRef = tuple[str, str, str]  # (subject key, object key, edge key)
 
 
 class KnowledgeGraph:
     """Document-scoped triple store with persisted embeddings; thread-safe.
 
     ``embed`` is called only for node names and triple texts the graph has never seen (one
-    batched call per change). With ``autosave`` every change is saved before it returns.
+    batched call per change). With ``autosave`` every change is written to the folder's
+    file before it returns; without, ``save`` writes the whole graph.
     """
 
     def __init__(
@@ -68,6 +66,8 @@ class KnowledgeGraph:
         self._node_vectors = EmbeddingTable()
         self._triple_vectors = EmbeddingTable()
         self._snapshot = GraphSnapshot()
+        self._versions: dict[str, str] = {}
+        self._file = GraphFile(self._folder)
         if load:
             self.load()
 
@@ -104,6 +104,11 @@ class KnowledgeGraph:
         """Ids of documents that contribute triples, sorted."""
         with self._lock:
             return sorted(self._doc_edges)
+
+    def document_versions(self) -> dict[str, str]:
+        """The version each document's edges were filed with (``replace_documents``)."""
+        with self._lock:
+            return dict(self._versions)
 
     def triples_for_document(self, doc_id: str) -> list[Triple]:
         """The document's triples in the order they were given (empty if unknown)."""
@@ -169,20 +174,35 @@ class KnowledgeGraph:
     def remove_document(self, doc_id: str) -> bool:
         """Drop the document's triples and any entity left without edges; False if unknown."""
         with self._lock:
-            known = doc_id in self._doc_edges
+            known = doc_id in self._doc_edges or doc_id in self._versions
             if known:
-                self.replace_documents({doc_id: []})
+                self.remove_documents([doc_id])
             return known
 
-    def replace_documents(self, documents: Mapping[str, Sequence[Triple]]) -> None:
-        """Replace several documents' triples in one change (one embed call, one save).
+    def remove_documents(self, doc_ids: Sequence[str]) -> None:
+        """Drop these documents' triples and versions in one change."""
+        self._change({d: [] for d in doc_ids}, {d: None for d in doc_ids})
 
-        Every triple must carry the doc_id it is filed under. New node names and triple texts
-        are embedded before the graph is touched, so a failing ``embed`` changes nothing.
+    def replace_documents(
+        self,
+        documents: Mapping[str, Sequence[Triple]],
+        versions: Mapping[str, str] | None = None,
+    ) -> None:
+        """Replace several documents' triples in one change (one embed call, one write).
+
+        Every triple must carry the doc_id it is filed under. ``versions`` records, per
+        document, which version of it these triples reflect (``document_versions``). New
+        node names and triple texts are embedded before the graph is touched, so a failing
+        ``embed`` changes nothing.
         """
+        self._change(documents, dict(versions or {}))
+
+    def _change(
+        self, documents: Mapping[str, Sequence[Triple]], versions: Mapping[str, str | None]
+    ) -> None:
         prepared = {doc_id: self._prepare(doc_id, ts) for doc_id, ts in documents.items()}
         with self._lock:
-            self._embed_missing(
+            added_nodes, added_texts = self._embed_missing(
                 [
                     (key, t.subject if key == sk else t.object)
                     for rows in prepared.values()
@@ -192,41 +212,68 @@ class KnowledgeGraph:
                 [t.text for rows in prepared.values() for t, _, _, _ in rows],
             )
             touched: set[str] = set()
+            released: set[str] = set()
             for doc_id, rows in prepared.items():
-                touched |= self._drop_edges(doc_id)
+                touched |= self._drop_edges(doc_id, released)
                 touched |= self._add_edges(doc_id, rows)
-            self._settle_nodes(touched)
-            self._node_vectors.retain(set(self._graph.nodes))
-            self._triple_vectors.retain(set(self._text_refs))
+            removed_nodes = self._settle_nodes(touched)
+            # A text released by one document may be stated by another in the same change.
+            released = {t for t in released if t not in self._text_refs}
+            self._node_vectors.discard(removed_nodes)
+            self._triple_vectors.discard(released)
+            for doc_id, version in versions.items():
+                if version is None:
+                    self._versions.pop(doc_id, None)
+                else:
+                    self._versions[doc_id] = version
             self._snapshot = GraphSnapshot.build(
                 self._graph, self._node_vectors, self._triple_vectors
             )
-            if self._autosave:
-                self.save()  # after the swap: a failed write leaves memory consistent
+            if not self._autosave:
+                return
+            # After the swap: a failed write leaves memory consistent, and the file at the
+            # last change, with the versions it had (a restart's sync repairs from those).
+            self._file.write(
+                GraphChange(
+                    replaced=set(prepared),
+                    versions=dict(versions),
+                    edges=[
+                        EdgeRow.from_attributes(u, v, key, self._graph.edges[u, v, key])
+                        for doc_id in prepared
+                        for u, v, key in self._doc_edges.get(doc_id, [])
+                    ],
+                    nodes=self._names(touched),
+                    removed_nodes=removed_nodes,
+                    node_vectors=Vectors.of(self._node_vectors, added_nodes),
+                    triple_vectors=Vectors.of(self._triple_vectors, added_texts),
+                    removed_node_vectors=removed_nodes,
+                    removed_triple_vectors=released,
+                )
+            )
 
     def save(self) -> None:
-        """Persist embeddings, then the graph, each atomically."""
+        """Write the whole graph to the folder's file (each change does, with autosave)."""
         with self._lock:
-            self._folder.mkdir(parents=True, exist_ok=True)
-            # Unchanged vectors are not rewritten: at 50k triples they are ~80 MB.
-            for table, name in (
-                (self._node_vectors, NODE_VECTORS_FILE),
-                (self._triple_vectors, TRIPLE_VECTORS_FILE),
-            ):
-                if table.dirty or not (self._folder / name).exists():
-                    table.save(self._folder / name)
-            payload = {
-                "format": FORMAT_VERSION,
-                "graph": nx.node_link_data(self._graph, edges="edges", **_LINK_ENDS),
-            }
-            data = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
+            nodes, texts = sorted(self._graph.nodes), sorted(self._text_refs)
+            self._file.replace(
+                GraphRows(
+                    edges=edge_rows(self._graph),
+                    nodes=self._names(nodes),
+                    node_vectors=Vectors.of(self._node_vectors, nodes),
+                    triple_vectors=Vectors.of(self._triple_vectors, texts),
+                    versions=dict(self._versions),
+                )
+            )
 
-            def write(handle: IO[bytes]) -> None:
-                handle.write(data)
-
-            atomic_write(self._folder / GRAPH_FILE, write)
+    def close(self) -> None:
+        """Close the folder's file (the graph in memory stays readable)."""
+        self._file.close()
 
     # -- internals ------------------------------------------------------------------------
+
+    def _names(self, nodes: Iterable[str]) -> dict[str, str]:
+        """Display names of those of ``nodes`` still in the graph."""
+        return {n: str(self._graph.nodes[n].get("name", n)) for n in nodes if n in self._graph}
 
     def _prepare(
         self, doc_id: str, triples: Sequence[Triple]
@@ -246,22 +293,29 @@ class KnowledgeGraph:
                 rows.append((triple, sk, pk, ok))
         return rows
 
-    def _embed_missing(self, nodes: list[tuple[str, str]], texts: list[str]) -> None:
-        """Embed, in one call, node names and triple texts that have no vector yet."""
+    def _embed_missing(
+        self, nodes: list[tuple[str, str]], texts: list[str]
+    ) -> tuple[list[str], list[str]]:
+        """Embed, in one call, node names and triple texts that have no vector yet; return
+        the node keys and texts embedded."""
         names = {key: name for key, name in reversed(nodes)}  # first name given wins
         missing_nodes = self._node_vectors.missing(key for key, _ in nodes)
         missing_texts = self._triple_vectors.missing(texts)
         if not missing_nodes and not missing_texts:
-            return
+            return [], []
         vectors = embed_checked(self._embed, [names[k] for k in missing_nodes] + missing_texts)
         self._node_vectors.add(missing_nodes, vectors[: len(missing_nodes)])
         self._triple_vectors.add(missing_texts, vectors[len(missing_nodes) :])
+        return missing_nodes, missing_texts
 
-    def _drop_edges(self, doc_id: str) -> set[str]:
+    def _drop_edges(self, doc_id: str, released: set[str]) -> set[str]:
+        """Remove the document's edges; add texts no edge states any more to ``released``."""
         touched: set[str] = set()
         for u, v, key in self._doc_edges.pop(doc_id, []):
             data = self._graph.edges[u, v, key]
-            self._release_text(_edge_text(data))
+            text = _edge_text(data)
+            if self._release_text(text):
+                released.add(text)
             self._graph.remove_edge(u, v, key)
             touched.update((u, v))
         return touched
@@ -292,28 +346,35 @@ class KnowledgeGraph:
             self._doc_edges[doc_id] = refs
         return touched
 
-    def _settle_nodes(self, touched: set[str]) -> None:
-        """Drop touched nodes left without edges; keep survivors' display names truthful."""
+    def _settle_nodes(self, touched: set[str]) -> set[str]:
+        """Drop touched nodes left without edges (returned); keep survivors' display
+        names truthful."""
+        removed: set[str] = set()
         for node in touched:
             if node not in self._graph:
                 continue
             if self._graph.degree(node) == 0:
                 self._graph.remove_node(node)
+                removed.add(node)
                 continue
             forms = self._surface_forms(node)
             if self._graph.nodes[node].get("name") not in forms:
                 # The document that named it is gone: take a remaining form, deterministically.
                 self._graph.nodes[node]["name"] = min(forms)
+        return removed
 
     def _surface_forms(self, node: str) -> set[str]:
         forms = {str(d["subject_name"]) for _, _, d in self._graph.out_edges(node, data=True)}
         forms |= {str(d["object_name"]) for _, _, d in self._graph.in_edges(node, data=True)}
         return forms
 
-    def _release_text(self, text: str) -> None:
+    def _release_text(self, text: str) -> bool:
+        """One edge fewer states ``text``; True when none does any more."""
         self._text_refs[text] -= 1
         if self._text_refs[text] <= 0:
             del self._text_refs[text]
+            return True
+        return False
 
     def _edge_triple(self, ref: EdgeRef) -> Triple:
         data = self._graph.edges[ref]
@@ -329,45 +390,34 @@ class KnowledgeGraph:
     def load(self) -> None:
         """Read the graph from its folder (the constructor does, unless ``load=False``)."""
         with self._lock:
-            self._load()
+            self._load(self._file.read(legacy=read_legacy_folder))
 
-    def _load(self) -> None:
-        for name in (GRAPH_FILE, NODE_VECTORS_FILE, TRIPLE_VECTORS_FILE):
-            remove_stale_temps(self._folder, name)
-        path = self._folder / GRAPH_FILE
-        if not path.exists():
-            return
-        payload: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-        if payload.get("format") != FORMAT_VERSION:
-            raise ValueError(f"{path}: unsupported graph format {payload.get('format')!r}")
-        graph = nx.node_link_graph(
-            payload["graph"], directed=True, multigraph=True, edges="edges", **_LINK_ENDS
-        )
-        self._graph = graph
-        edges: dict[str, list[tuple[int, EdgeRef]]] = {}
-        for u, v, key, data in graph.edges(keys=True, data=True):
-            position = int(str(key).rsplit("#", 1)[1])
-            edges.setdefault(str(data["doc_id"]), []).append((position, (u, v, str(key))))
-            self._text_refs[_edge_text(data)] += 1
-        self._doc_edges = {doc: [ref for _, ref in sorted(refs)] for doc, refs in edges.items()}
-        self._node_vectors = EmbeddingTable.load(self._folder / NODE_VECTORS_FILE)
-        self._triple_vectors = EmbeddingTable.load(self._folder / TRIPLE_VECTORS_FILE)
+    def _load(self, rows: GraphRows) -> None:
+        self._graph, self._doc_edges, self._text_refs = graph_from_rows(rows)
+        self._versions = dict(rows.versions)
+        self._node_vectors = EmbeddingTable()
+        self._node_vectors.add(rows.node_vectors.keys, rows.node_vectors.matrix)
+        self._triple_vectors = EmbeddingTable()
+        self._triple_vectors.add(rows.triple_vectors.keys, rows.triple_vectors.matrix)
         self._repair_vectors()
         self._snapshot = GraphSnapshot.build(self._graph, self._node_vectors, self._triple_vectors)
 
     def _repair_vectors(self) -> None:
-        """Re-embed vectors a crash lost, drop ones it orphaned (normally a no-op)."""
+        """Embed vectors that are missing, drop orphaned ones (normally a no-op: a change
+        writes its vectors with its edges; the old layout could lose some in a crash)."""
         nodes = [(key, str(data.get("name", key))) for key, data in self._graph.nodes(data=True)]
-        before = (len(self._node_vectors), len(self._triple_vectors))
-        missing = bool(self._node_vectors.missing(k for k, _ in nodes)) or bool(
-            self._triple_vectors.missing(self._text_refs)
-        )
-        self._embed_missing(nodes, list(self._text_refs))
-        self._node_vectors.retain(set(self._graph.nodes))
-        self._triple_vectors.retain(set(self._text_refs))
-        changed = missing or before != (len(self._node_vectors), len(self._triple_vectors))
-        if changed and self._autosave:
-            self.save()
+        added_nodes, added_texts = self._embed_missing(nodes, list(self._text_refs))
+        dropped_nodes = self._node_vectors.retain(set(self._graph.nodes))
+        dropped_texts = self._triple_vectors.retain(set(self._text_refs))
+        if self._autosave and (added_nodes or added_texts or dropped_nodes or dropped_texts):
+            self._file.write(
+                GraphChange(
+                    node_vectors=Vectors(added_nodes, self._node_vectors.gather(added_nodes)),
+                    triple_vectors=Vectors(added_texts, self._triple_vectors.gather(added_texts)),
+                    removed_node_vectors=dropped_nodes,
+                    removed_triple_vectors=dropped_texts,
+                )
+            )
 
 
 def _edge_text(data: Mapping[str, Any]) -> str:

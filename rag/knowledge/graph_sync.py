@@ -2,20 +2,18 @@
 
 A document's edges are its supplied triples plus those extracted from its chunks.
 ``GraphSync`` applies every change set to the graph, extracting from the chunk texts
-the change carries, and records, per document, the content hash the graph reflects;
-``reconcile`` (run at start) rebuilds whatever a crash between the two stores left out
-of step, from the chunks the knowledge base holds.
+the change carries, and files each document's triples with the content hash they
+reflect (in the same write as the triples); ``reconcile`` (run at start) rebuilds
+whatever a crash between the two stores left out of step, from the chunks the knowledge
+base holds.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 
-from durable import atomic_write, remove_stale_temps
 from kg.extract import TripleExtractor
 from kg.models import Triple, supplied_triples
 from kg.store import KnowledgeGraph
@@ -23,8 +21,6 @@ from rag.knowledge.base import KnowledgeBase
 from rag.knowledge.models import ChangeSet
 
 log = logging.getLogger(__name__)
-
-SYNC_FILE = "synced_documents.json"
 
 
 class GraphSync:
@@ -39,26 +35,17 @@ class GraphSync:
         self.kb = kb
         self.graph = graph
         self.extractor = extractor
-        self._path = graph.folder / SYNC_FILE
         self._lock = threading.Lock()
-        self._synced: dict[str, str] = {}
         if load:
             self.open()
 
     def open(self) -> None:
-        """Read which document versions the graph reflects."""
+        """Read the graph, and which document versions it reflects, from its folder."""
         with self._lock:
-            remove_stale_temps(self._path.parent, self._path.name)
-            self._synced = self._load()
+            self.graph.load()
 
-    def _load(self) -> dict[str, str]:
-        if not self._path.exists():
-            return {}
-        return dict(json.loads(self._path.read_text(encoding="utf-8")))
-
-    def _save(self) -> None:
-        data = json.dumps(self._synced, sort_keys=True).encode()
-        atomic_write(Path(self._path), lambda fh: fh.write(data))
+    def close(self) -> None:
+        self.graph.close()
 
     def triples_of_documents(
         self, chunks: Mapping[str, Sequence[tuple[str, str]]]
@@ -81,10 +68,11 @@ class GraphSync:
         """Re-sync every document whose graph state does not match the KB; return how many."""
         with self._lock:
             current = {d: self.kb.document_hash(d) for d in self.kb.document_ids()}
-            stale = [d for d, h in current.items() if self._synced.get(d) != h]
-            gone = [
-                d for d in set(self._synced) | set(self.graph.document_ids()) if d not in current
-            ]
+            synced = self.graph.document_versions()
+            stale = [d for d, h in current.items() if synced.get(d) != h]
+            gone = sorted(
+                d for d in set(synced) | set(self.graph.document_ids()) if d not in current
+            )
         if stale or gone:
             log.info("knowledge graph: re-syncing %d documents, removing %d", len(stale), len(gone))
             self._sync(stale, gone, {})
@@ -103,13 +91,10 @@ class GraphSync:
             chunks = {d: self._chunks(d, known) for d in changed if hashes[d] is not None}
             edges = self.triples_of_documents(chunks)
             if edges:
-                self.graph.replace_documents(edges)
-            for doc_id in removed:
-                self.graph.remove_document(doc_id)
-                self._synced.pop(doc_id, None)
-            for doc_id in edges:
-                self._synced[doc_id] = hashes[doc_id] or ""
-            self._save()
+                self.graph.replace_documents(edges, {d: hashes[d] or "" for d in edges})
+            removed = list(removed)
+            if removed:
+                self.graph.remove_documents(removed)
 
     def _chunks(
         self, doc_id: str, known: Mapping[str, Sequence[tuple[str, str]]]

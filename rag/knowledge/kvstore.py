@@ -11,7 +11,6 @@ it replaces was rewritten whole on every write (O(knowledge base) per ingest).
 
 from __future__ import annotations
 
-import errno
 import json
 import sqlite3
 import threading
@@ -21,21 +20,9 @@ from pathlib import Path
 
 from llama_index.core.storage.kvstore.types import DEFAULT_COLLECTION, BaseKVStore
 
-#: SQLite's result codes, as the errors a full or read-only disk raises elsewhere; the
-#: API answers them (507, 503) the same whichever store hit them.
-_AS_ERRNO = {
-    sqlite3.SQLITE_FULL: errno.ENOSPC,
-    sqlite3.SQLITE_READONLY: errno.EROFS,
-    sqlite3.SQLITE_CANTOPEN: errno.EACCES,
-    sqlite3.SQLITE_PERM: errno.EACCES,
-    sqlite3.SQLITE_IOERR: errno.EIO,
-}
+from durable.sqlite import as_os_error
 
-
-def as_os_error(exc: sqlite3.Error) -> OSError:
-    code = getattr(exc, "sqlite_errorcode", None)
-    primary = code & 0xFF if isinstance(code, int) else None  # extended codes keep the low byte
-    return OSError(_AS_ERRNO.get(primary or -1, errno.EIO), f"SQLite: {exc}")
+__all__ = ["SqliteKVStore", "as_os_error"]
 
 
 class SqliteKVStore(BaseKVStore):

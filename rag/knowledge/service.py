@@ -51,11 +51,11 @@ class KnowledgeService:
         """Open the stores and repair what a crash left (blocking: run it in a thread)."""
         self.kb.open()
         self.graph_sync.open()
-        self.graph_sync.graph.load()
         self.graph_sync.reconcile()
 
     def close(self) -> None:
         self.kb.close()
+        self.graph_sync.close()
 
     # ----- writes ---------------------------------------------------------------------
 

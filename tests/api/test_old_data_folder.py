@@ -7,7 +7,8 @@ deleted: KB version 4) and a warm registry with one entry. It is opened here, on
 with what the service opens its folder with: ``api.stores.build_knowledge`` for the
 knowledge base and its graph, ``WarmupStore`` for the registry. Its Qdrant local-mode
 folder and ``docstore.json`` move into a Qdrant Edge shard and ``kb.sqlite3`` on that
-first open, and are kept renamed. Real stores and embedder; no LLM (what is checked is
+first open, and are kept renamed; so do the graph's ``graph.json``, embeddings and
+synced versions, into ``kg/graph.sqlite3``. Real stores and embedder; no LLM (what is checked is
 on disk).
 """
 
@@ -66,8 +67,10 @@ def facts(knowledge: KnowledgeService, doc_id: str) -> list[list[str]]:
 async def check_old_folder(data_dir: Path, embedder: Embedder) -> None:
     knowledge = opened(data_dir, embedder)
     moved = ["edge", "kb.sqlite3", "qdrant.migrated", "docstore.json.migrated"]
+    moved += ["kg/graph.sqlite3", "kg/graph.json.migrated", "kg/synced_documents.json.migrated"]
     assert all((data_dir / name).exists() for name in moved)
     assert not (data_dir / "qdrant").exists() and not (data_dir / "docstore.json").exists()
+    assert not (data_dir / "kg" / "graph.json").exists()
     try:
         kb, graph = knowledge.kb, knowledge.graph_sync.graph
         assert kb.document_ids() == DOC_IDS

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import json
+import shutil
+import sqlite3
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from kg import EmbedFn, KnowledgeGraph, TripleExtractor
-from kg.store import GRAPH_FILE, NODE_VECTORS_FILE, TRIPLE_VECTORS_FILE
+from kg.graph_file import GRAPH_DB_FILE, LEGACY_GRAPH_FILE, GraphChange, GraphFile
 from tests.kg.kg_testdata import CountingEmbed, corpus_triples, supplied
 
 
@@ -136,15 +137,12 @@ def test_persistence_reloads_without_reembedding(
     np.testing.assert_array_equal(second.snapshot.edge_vectors, first.snapshot.edge_vectors)
     np.testing.assert_array_equal(second.snapshot.node_vectors, first.snapshot.node_vectors)
 
-    # The files are plain node-link JSON and pickle-free .npz; no temp files are left over.
-    payload = json.loads((folder / GRAPH_FILE).read_text())
-    assert {"nodes", "edges"} <= set(payload["graph"])
-    for name in (NODE_VECTORS_FILE, TRIPLE_VECTORS_FILE):
-        with np.load(folder / name, allow_pickle=False) as data:
-            assert data["vectors"].shape[1] == 384
-    assert sorted(p.name for p in folder.iterdir()) == sorted(
-        [GRAPH_FILE, NODE_VECTORS_FILE, TRIPLE_VECTORS_FILE]
-    )
+    # One SQLite file (and its write-ahead log) holds it all.
+    assert {p.name for p in folder.iterdir()} <= {
+        GRAPH_DB_FILE,
+        f"{GRAPH_DB_FILE}-wal",
+        f"{GRAPH_DB_FILE}-shm",
+    }
 
     # A change after reload embeds only what is new, and is itself persisted.
     second.replace_documents({"einstein": corpus_triples(extractor, "einstein")})
@@ -166,14 +164,127 @@ def test_unchanged_document_is_not_reembedded(
 
 def test_lost_vectors_are_repaired_on_load(tmp_path: Path, embed_fn: EmbedFn) -> None:
     folder = tmp_path / "kg"
-    KnowledgeGraph(folder, embed_fn).replace_documents(
-        {"a": supplied("a", ("Marie Curie", "born in", "Warsaw"))}
-    )
-    (folder / TRIPLE_VECTORS_FILE).unlink()  # as if a crash lost this write
+    first = KnowledgeGraph(folder, embed_fn)
+    first.replace_documents({"a": supplied("a", ("Marie Curie", "born in", "Warsaw"))})
+    first.close()
+    with sqlite3.connect(folder / GRAPH_DB_FILE) as db:  # as if a row were lost
+        db.execute("DELETE FROM vectors WHERE kind = 'triple'")
     embed = CountingEmbed(embed_fn)
     graph = KnowledgeGraph(folder, embed)
     assert embed.texts == ["Marie Curie born in Warsaw"]
     assert graph.snapshot.edge_vectors.shape == (1, 384)
+    graph.close()
+    again = CountingEmbed(embed_fn)
+    KnowledgeGraph(folder, again)  # the repair was written
+    assert again.calls == []
+
+
+def test_a_change_writes_only_its_own_rows(
+    tmp_path: Path,
+    embed_fn: EmbedFn,
+    extractor: TripleExtractor,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """O(change) per write: the rows of documents a change does not touch are not written."""
+    folder = tmp_path / "kg"
+    graph = KnowledgeGraph(folder, embed_fn)
+    graph.replace_documents(
+        {doc: corpus_triples(extractor, doc) for doc in ("curie", "paris")},
+        {"curie": "v1", "paris": "v1"},
+    )
+    written: list[GraphChange] = []
+    write = GraphFile.write
+
+    def recording(self: GraphFile, change: GraphChange) -> None:
+        written.append(change)
+        write(self, change)
+
+    monkeypatch.setattr(GraphFile, "write", recording)
+    graph.replace_documents({"einstein": corpus_triples(extractor, "einstein")}, {"einstein": "v1"})
+    [change] = written
+    assert change.replaced == {"einstein"} and change.versions == {"einstein": "v1"}
+    assert change.edges and {e.doc_id for e in change.edges} == {"einstein"}
+    assert set(change.triple_vectors.keys) <= {
+        t.text for t in graph.triples_for_document("einstein")
+    }
+    assert "marie curie" not in change.nodes and "marie curie" not in change.node_vectors.keys
+
+    graph.remove_document("paris")
+    removed = written[-1]
+    assert removed.edges == [] and removed.versions == {"paris": None}
+    assert "paris" in removed.removed_nodes  # an entity only paris named
+    graph.close()
+    reloaded = KnowledgeGraph(folder, embed_fn)
+    assert reloaded.document_ids() == ["curie", "einstein"]
+    assert reloaded.document_versions() == {"curie": "v1", "einstein": "v1"}
+    np.testing.assert_array_equal(reloaded.snapshot.edge_vectors, graph.snapshot.edge_vectors)
+    assert reloaded.snapshot.node_keys == graph.snapshot.node_keys
+
+
+def test_a_failed_write_leaves_the_file_at_the_last_change(
+    tmp_path: Path, embed_fn: EmbedFn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fault injected: the SQLite commit fails (as on a full disk). Memory has the change;
+    the file has the change before it, with the versions it had, so a restart's sync
+    sees the document as out of step and repairs it."""
+    folder = tmp_path / "kg"
+    graph = KnowledgeGraph(folder, embed_fn)
+    graph.replace_documents({"a": supplied("a", ("Marie Curie", "born in", "Warsaw"))}, {"a": "1"})
+
+    def full(self: GraphFile, change: GraphChange) -> None:
+        raise OSError(28, "injected: ENOSPC")
+
+    monkeypatch.setattr(GraphFile, "write", full)
+    with pytest.raises(OSError):
+        graph.replace_documents(
+            {"a": supplied("a", ("Marie Curie", "died in", "Passy"))}, {"a": "2"}
+        )
+    assert graph.document_versions() == {"a": "2"}
+    monkeypatch.undo()
+    graph.close()
+    reloaded = KnowledgeGraph(folder, embed_fn)
+    assert reloaded.document_versions() == {"a": "1"}
+    assert [t.object for t in reloaded.triples_for_document("a")] == ["Warsaw"]
+
+
+OLD_FOLDER = Path(__file__).resolve().parent.parent / "data" / "old-data-folder" / "kg"
+
+
+def test_a_folder_of_the_old_layout_moves_into_the_file_once(
+    tmp_path: Path, embed_fn: EmbedFn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """graph.json, the .npz embeddings and the sync's versions move into graph.sqlite3 in
+    one transaction; a crash during the move (injected: the write raises) leaves the old
+    files in place, and the next open moves them."""
+    folder = tmp_path / "kg"
+    shutil.copytree(OLD_FOLDER, folder)
+    replace = GraphFile.replace
+
+    def crash(self: GraphFile, rows: object) -> None:
+        raise OSError(5, "injected: EIO")
+
+    monkeypatch.setattr(GraphFile, "replace", crash)
+    with pytest.raises(OSError):
+        KnowledgeGraph(folder, embed_fn)
+    assert (folder / LEGACY_GRAPH_FILE).exists()
+    monkeypatch.setattr(GraphFile, "replace", replace)
+
+    embed = CountingEmbed(embed_fn)
+    graph = KnowledgeGraph(folder, embed)
+    assert embed.calls == []  # the vectors moved too
+    assert graph.document_ids() == ["bridges/aster", "lighthouse", "rivers/zorn.md"]
+    assert set(graph.document_versions()) == set(graph.document_ids())
+    assert (graph.node_count, graph.edge_count) == (12, 10)
+    assert sorted(p.name for p in folder.glob("*.migrated")) == [
+        "graph.json.migrated",
+        "node_embeddings.npz.migrated",
+        "synced_documents.json.migrated",
+        "triple_embeddings.npz.migrated",
+    ]
+    graph.close()
+    again = KnowledgeGraph(folder, embed)
+    assert again.triples_for_document("lighthouse") == graph.triples_for_document("lighthouse")
+    assert again.document_versions() == graph.document_versions()
 
 
 def test_failing_embed_changes_nothing(tmp_path: Path) -> None:
