@@ -36,6 +36,7 @@ from qdrant_client import QdrantClient
 from bench.real_records import IngestRate, RunRate
 from bench.stage_clock import Stage, StageClock, Stopwatch
 from kg.extract import TripleExtractor
+from kg.graph_file import GraphFile
 from kg.index import GraphSnapshot
 from kg.store import KnowledgeGraph
 from rag.knowledge.base import KnowledgeBase
@@ -62,7 +63,7 @@ STAGES = (
     Stage("spacy extraction", TripleExtractor, "extract_documents"),
     Stage(EMBEDDING_STAGE),
     Stage("graph snapshot", GraphSnapshot, "build"),
-    Stage("graph persist", KnowledgeGraph, "save"),
+    Stage("graph persist", GraphFile, "write"),
 )
 
 #: Told of each batch after its upsert (outside the timed part): the batch, what the
