@@ -341,16 +341,23 @@ class GraphFile:
 
 
 def _read_vectors(db: sqlite3.Connection, kind: str) -> Vectors:
+    """Every vector of ``kind``, read row by row into one matrix the graph can adopt as
+    it is (joining the blobs first, then copying them into the graph's table, cost a
+    start 3.5 s at 532,000 vectors)."""
+    (count,) = db.execute("SELECT COUNT(*) FROM vectors WHERE kind = ?", (kind,)).fetchone()
+    if not count:
+        return Vectors()
     rows = db.execute("SELECT key, vector FROM vectors WHERE kind = ? ORDER BY key", (kind,))
     keys: list[str] = []
-    blobs: list[bytes] = []
-    for key, blob in rows:
+    matrix: np.ndarray | None = None
+    for i, (key, blob) in enumerate(rows):
+        vector = np.frombuffer(blob, dtype="<f4")
+        if matrix is None:
+            matrix = np.empty((count, len(vector)), dtype=np.float32)
         keys.append(key)
-        blobs.append(blob)
-    if not keys:
-        return Vectors()
-    flat = np.frombuffer(b"".join(blobs), dtype="<f4")
-    return Vectors(keys, flat.reshape(len(keys), -1).astype(np.float32))
+        matrix[i] = vector
+    assert matrix is not None
+    return Vectors(keys, matrix[: len(keys)])
 
 
 def edge_rows(graph: nx.MultiDiGraph) -> list[EdgeRow]:
@@ -358,22 +365,34 @@ def edge_rows(graph: nx.MultiDiGraph) -> list[EdgeRow]:
     return [EdgeRow.from_attributes(u, v, k, d) for u, v, k, d in graph.edges(keys=True, data=True)]
 
 
+def node_names(rows: GraphRows) -> dict[str, str]:
+    """The display name of every node an edge of ``rows`` joins: its row's, or (a node
+    without a row, normally none) its first surface form. Nodes without edges are left out."""
+    names: dict[str, str] = {}
+    for edge in rows.edges:  # in (doc_id, position) order
+        for key, name in ((edge.subject, edge.subject_name), (edge.object, edge.object_name)):
+            if key not in names:
+                names[key] = rows.nodes.get(key, name)
+    return names
+
+
+def edge_items(rows: GraphRows) -> Iterator[tuple[str, str, str, dict[str, Any]]]:
+    """(subject, object, key, attributes) of every edge, as the graph holds them."""
+    return ((e.subject, e.object, e.key, e.attributes()) for e in rows.edges)
+
+
 def graph_from_rows(
     rows: GraphRows,
 ) -> tuple[nx.MultiDiGraph, dict[str, list[EdgeRef]], Counter[str]]:
-    """The graph of ``rows``, each document's edges in order, and how many edges state
-    each triple text. A node without a row (normally none) is named by its first surface
-    form; a node without edges is left out."""
+    """The graph of ``rows`` (nodes named by ``node_names``), each document's edges in
+    order, and how many edges state each triple text."""
     graph = nx.MultiDiGraph()
-    graph.add_nodes_from((key, {"name": name}) for key, name in rows.nodes.items())
+    graph.add_nodes_from((key, {"name": name}) for key, name in node_names(rows).items())
     doc_edges: dict[str, list[EdgeRef]] = {}
     text_refs: Counter[str] = Counter()
-    for edge in rows.edges:  # in (doc_id, position) order
-        for key, name in ((edge.subject, edge.subject_name), (edge.object, edge.object_name)):
-            if key not in graph:
-                graph.add_node(key, name=name)
-        graph.add_edge(edge.subject, edge.object, key=edge.key, **edge.attributes())
+    for edge in rows.edges:
         doc_edges.setdefault(edge.doc_id, []).append((edge.subject, edge.object, edge.key))
         text_refs[triple_text(edge.subject_name, edge.predicate, edge.object_name)] += 1
-    graph.remove_nodes_from([n for n in list(graph.nodes) if graph.degree(n) == 0])
+    # One call for all edges: a third faster than an ``add_edge`` each at a start.
+    graph.add_edges_from(edge_items(rows))
     return graph, doc_edges, text_refs

@@ -1,7 +1,8 @@
 """An immutable, array-based view of the graph built for fast subgraph selection.
 
 networkx is the store's source of truth, but walking its dicts and sorting edges per query
-would cost milliseconds. After each change the store builds one ``GraphSnapshot``: nodes and
+would cost milliseconds. After each change the store builds one ``GraphSnapshot`` (at a
+start, from the file's rows, before the networkx graph exists): nodes and
 edges in a canonical order (so results never depend on insertion history), adjacency in CSR
 form, per-chunk edge lists and contiguous embedding matrices. Queries read a snapshot without
 locks; a change swaps in a new one.
@@ -10,8 +11,9 @@ locks; a change swaps in a new one.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import networkx as nx
 import numpy as np
@@ -54,6 +56,10 @@ class GraphSnapshot:
         """Number of edges (triples) in the snapshot."""
         return len(self.edge_text)
 
+    def document_ids(self) -> list[str]:
+        """Ids of the documents that state at least one edge, sorted."""
+        return sorted({doc for doc, _ in self.chunk_edges} | set(self.document_edges))
+
     def document_entities(self, doc_ids: Sequence[str]) -> set[str]:
         """Keys of the entities the edges of these documents join."""
         found = [self.document_edges[d] for d in doc_ids if d in self.document_edges]
@@ -80,17 +86,31 @@ class GraphSnapshot:
         cls, graph: nx.MultiDiGraph, nodes: EmbeddingTable, triples: EmbeddingTable
     ) -> GraphSnapshot:
         """Index ``graph`` with vectors from the node and triple embedding tables."""
-        if graph.number_of_edges() == 0:
+        names = {key: str(data.get("name", key)) for key, data in graph.nodes(data=True)}
+        return cls.build_from(graph.edges(keys=True, data=True), names, nodes, triples)
+
+    @classmethod
+    def build_from(
+        cls,
+        edges: Iterable[tuple[str, str, str, Mapping[str, Any]]],
+        names: Mapping[str, str],
+        nodes: EmbeddingTable,
+        triples: EmbeddingTable,
+    ) -> GraphSnapshot:
+        """Index ``edges`` ((subject, object, key, attributes) as the graph holds them)
+        between the nodes of ``names`` (key to display name), with their vectors: a start
+        builds the snapshot from the file's rows this way, before the graph itself."""
+        if not names:
             return cls()
-        node_keys = sorted(graph.nodes)
+        node_keys = sorted(names)
         node_index = {key: i for i, key in enumerate(node_keys)}
-        node_names = [str(graph.nodes[key].get("name", key)) for key in node_keys]
+        node_names = [names[key] for key in node_keys]
 
         rows = []
         # Few distinct predicates, many edges: normalizing each edge's took a third of
         # the build at 100,000 triples.
         predicate_keys: dict[str, str] = {}
-        for u, v, key, data in graph.edges(keys=True, data=True):
+        for u, v, key, data in edges:
             chunk = data.get("chunk_id")
             predicate = str(data["predicate"])
             predicate_key = predicate_keys.get(predicate)

@@ -8,12 +8,14 @@ document swaps its edges, removing one drops its edges and then any node left wi
 ``kg.graph_file`` persists it: each change writes only the rows it touches, in one SQLite
 transaction, with the versions of the documents it reflects. The networkx graph, the
 embedding tables and the read-only ``GraphSnapshot`` live in memory and are rebuilt from
-the file at start.
+the file at start: the snapshot first, the networkx graph after it in a thread (``load``).
 """
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -29,13 +31,18 @@ from kg.graph_file import (
     GraphFile,
     GraphRows,
     Vectors,
+    edge_items,
     edge_rows,
     graph_from_rows,
+    node_names,
 )
 from kg.index import GraphSnapshot
 from kg.legacy import read_legacy_folder
 from kg.models import EntityInfo, Neighbourhood, Triple, triple_text
 from kg.normalize import EntityNormalizer, default_normalizer, normalize_predicate
+from kg.views import around, edge_triple, search_entities
+
+log = logging.getLogger(__name__)
 
 
 class KnowledgeGraph:
@@ -67,6 +74,7 @@ class KnowledgeGraph:
         self._triple_vectors = EmbeddingTable()
         self._snapshot = GraphSnapshot()
         self._versions: dict[str, str] = {}
+        self._pending: GraphRows | None = None  # rows the networkx graph is yet to be built from
         self._file = GraphFile(self._folder)
         if load:
             self.load()
@@ -81,12 +89,12 @@ class KnowledgeGraph:
     @property
     def node_count(self) -> int:
         """Number of entities."""
-        return int(self._graph.number_of_nodes())
+        return len(self._snapshot.node_keys)
 
     @property
     def edge_count(self) -> int:
         """Number of triples (one per document that states it)."""
-        return int(self._graph.number_of_edges())
+        return self._snapshot.edge_count
 
     @property
     def snapshot(self) -> GraphSnapshot:
@@ -102,78 +110,36 @@ class KnowledgeGraph:
 
     def document_ids(self) -> list[str]:
         """Ids of documents that contribute triples, sorted."""
-        with self._lock:
-            return sorted(self._doc_edges)
+        return self._snapshot.document_ids()
 
     def document_versions(self) -> dict[str, str]:
         """The version each document's edges were filed with (``replace_documents``)."""
-        with self._lock:
-            return dict(self._versions)
+        return dict(self._versions)  # replaced, never changed in place: no lock
 
     def triples_for_document(self, doc_id: str) -> list[Triple]:
         """The document's triples in the order they were given (empty if unknown)."""
         with self._lock:
-            return [self._edge_triple(ref) for ref in self._doc_edges.get(doc_id, [])]
+            self._mutable()
+            return [edge_triple(self._graph, ref) for ref in self._doc_edges.get(doc_id, [])]
 
     def search_entities(self, q: str, limit: int = 20) -> list[EntityInfo]:
-        """Entities whose key or display name contains ``q`` (case-insensitive).
-
-        Exact matches first, then prefix matches, then the rest; within each, higher degree
-        first, then key. An empty ``q`` lists the best-connected entities.
-        """
-        if limit <= 0:
-            return []
-        needle = " ".join(q.lower().split())
-        key_needle = self.normalizer.normalize(needle) if needle else ""
-        ranked: list[tuple[int, int, str, str]] = []
+        """``kg.views.search_entities`` on this graph."""
         with self._lock:
-            for key, data in self._graph.nodes(data=True):
-                name = str(data.get("name", key))
-                haystacks = (key, name.lower())
-                if needle and not any(needle in h or key_needle in h for h in haystacks):
-                    continue
-                if needle and (key == key_needle or name.lower() == needle):
-                    rank = 0
-                elif needle and any(h.startswith((needle, key_needle)) for h in haystacks):
-                    rank = 1
-                else:
-                    rank = 2
-                ranked.append((rank, -int(self._graph.degree(key)), key, name))
-        ranked.sort()
-        return [EntityInfo(key=k, name=n, degree=-d) for _, d, k, n in ranked[:limit]]
+            self._mutable()
+            return search_entities(self._graph, self.normalizer, q, limit)
 
     def around(self, name: str, limit: int = 50) -> Neighbourhood | None:
-        """The entity called ``name`` (any surface form its key normalizes to) and up to
-        ``limit`` of its triples, outgoing first, each list sorted by predicate, subject,
-        object and document; None if the graph has no such entity."""
-        key = self.normalizer.normalize(name)
-
-        def order(t: Triple) -> tuple[str, str, str, str]:
-            return (t.predicate, t.subject, t.object, t.doc_id)
-
+        """``kg.views.around`` on this graph."""
         with self._lock:
-            if key not in self._graph:
-                return None
-            out_refs = list(self._graph.out_edges(key, keys=True))
-            in_refs = [r for r in self._graph.in_edges(key, keys=True) if r[0] != key]
-            outgoing = sorted((self._edge_triple(r) for r in out_refs), key=order)
-            incoming = sorted((self._edge_triple(r) for r in in_refs), key=order)
-            node = self._graph.nodes[key]
-            entity = EntityInfo(
-                key=key, name=str(node.get("name", key)), degree=int(self._graph.degree(key))
-            )
-        return Neighbourhood(
-            entity=entity,
-            outgoing=outgoing[:limit],
-            incoming=incoming[: max(0, limit - len(outgoing))],
-            total=len(outgoing) + len(incoming),
-        )
+            self._mutable()
+            return around(self._graph, self.normalizer, name, limit)
 
     # -- write side -----------------------------------------------------------------------
 
     def remove_document(self, doc_id: str) -> bool:
         """Drop the document's triples and any entity left without edges; False if unknown."""
         with self._lock:
+            self._mutable()
             known = doc_id in self._doc_edges or doc_id in self._versions
             if known:
                 self.remove_documents([doc_id])
@@ -202,6 +168,7 @@ class KnowledgeGraph:
     ) -> None:
         prepared = {doc_id: self._prepare(doc_id, ts) for doc_id, ts in documents.items()}
         with self._lock:
+            self._mutable()
             added_nodes, added_texts = self._embed_missing(
                 [
                     (key, t.subject if key == sk else t.object)
@@ -221,11 +188,13 @@ class KnowledgeGraph:
             released = {t for t in released if t not in self._text_refs}
             self._node_vectors.discard(removed_nodes)
             self._triple_vectors.discard(released)
+            filed = dict(self._versions)
             for doc_id, version in versions.items():
                 if version is None:
-                    self._versions.pop(doc_id, None)
+                    filed.pop(doc_id, None)
                 else:
-                    self._versions[doc_id] = version
+                    filed[doc_id] = version
+            self._versions = filed
             self._snapshot = GraphSnapshot.build(
                 self._graph, self._node_vectors, self._triple_vectors
             )
@@ -254,6 +223,7 @@ class KnowledgeGraph:
     def save(self) -> None:
         """Write the whole graph to the folder's file (each change does, with autosave)."""
         with self._lock:
+            self._mutable()
             nodes, texts = sorted(self._graph.nodes), sorted(self._text_refs)
             self._file.replace(
                 GraphRows(
@@ -376,39 +346,58 @@ class KnowledgeGraph:
             return True
         return False
 
-    def _edge_triple(self, ref: EdgeRef) -> Triple:
-        data = self._graph.edges[ref]
-        return Triple(
-            subject=data["subject_name"],
-            predicate=data["predicate"],
-            object=data["object_name"],
-            doc_id=data["doc_id"],
-            chunk_id=data.get("chunk_id"),
-            source=data.get("source", "supplied"),
-        )
-
     def load(self) -> None:
-        """Read the graph from its folder (the constructor does, unless ``load=False``)."""
+        """Read the graph from its folder (the constructor does, unless ``load=False``).
+
+        The snapshot that chats read is built from the file's rows; the networkx graph
+        that changes edit is built after, in a thread, and a change (or an operator's
+        view) that comes first waits for it. At 323,000 triples that graph took 8 s of a
+        start's 22 s."""
         with self._lock:
             self._load(self._file.read(legacy=read_legacy_folder))
+        threading.Thread(target=self._build_graph, name="kg-graph", daemon=True).start()
 
     def _load(self, rows: GraphRows) -> None:
-        self._graph, self._doc_edges, self._text_refs = graph_from_rows(rows)
         self._versions = dict(rows.versions)
-        self._node_vectors = EmbeddingTable()
-        self._node_vectors.add(rows.node_vectors.keys, rows.node_vectors.matrix)
-        self._triple_vectors = EmbeddingTable()
-        self._triple_vectors.add(rows.triple_vectors.keys, rows.triple_vectors.matrix)
-        self._repair_vectors()
-        self._snapshot = GraphSnapshot.build(self._graph, self._node_vectors, self._triple_vectors)
+        self._node_vectors = EmbeddingTable.adopt(rows.node_vectors.keys, rows.node_vectors.matrix)
+        self._triple_vectors = EmbeddingTable.adopt(
+            rows.triple_vectors.keys, rows.triple_vectors.matrix
+        )
+        names = node_names(rows)
+        texts = {triple_text(e.subject_name, e.predicate, e.object_name) for e in rows.edges}
+        self._repair_vectors(names, texts)
+        self._snapshot = GraphSnapshot.build_from(
+            edge_items(rows), names, self._node_vectors, self._triple_vectors
+        )
+        self._pending = rows
 
-    def _repair_vectors(self) -> None:
+    def _build_graph(self) -> None:
+        try:
+            with self._lock:
+                self._mutable()
+        except Exception:  # the rows stay: the next change or view builds it
+            log.exception("knowledge graph: building the graph after the start failed")
+
+    def _mutable(self) -> None:
+        """Build the networkx graph from the rows a start read, if not yet done (the
+        caller holds the lock). A build that fails is tried again on the next call."""
+        rows = self._pending
+        if rows is not None:
+            started = time.perf_counter()
+            self._graph, self._doc_edges, self._text_refs = graph_from_rows(rows)
+            self._pending = None
+            log.info(
+                "knowledge graph: %d triples ready for changes (built in %.1f s)",
+                len(rows.edges),
+                time.perf_counter() - started,
+            )
+
+    def _repair_vectors(self, names: Mapping[str, str], texts: set[str]) -> None:
         """Embed vectors that are missing, drop orphaned ones (normally a no-op: a change
         writes its vectors with its edges; the old layout could lose some in a crash)."""
-        nodes = [(key, str(data.get("name", key))) for key, data in self._graph.nodes(data=True)]
-        added_nodes, added_texts = self._embed_missing(nodes, list(self._text_refs))
-        dropped_nodes = self._node_vectors.retain(set(self._graph.nodes))
-        dropped_texts = self._triple_vectors.retain(set(self._text_refs))
+        added_nodes, added_texts = self._embed_missing(list(names.items()), list(texts))
+        dropped_nodes = self._node_vectors.retain(set(names))
+        dropped_texts = self._triple_vectors.retain(texts)
         if self._autosave and (added_nodes or added_texts or dropped_nodes or dropped_texts):
             self._file.write(
                 GraphChange(

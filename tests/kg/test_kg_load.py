@@ -1,0 +1,154 @@
+"""A start: the snapshot chats read is built from the file's rows, and the networkx
+graph that changes edit is built after it, in a thread (``KnowledgeGraph.load``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import kg.store
+from kg import EmbedFn, KnowledgeGraph, TripleExtractor
+from kg.embeddings import EmbeddingTable
+from kg.graph_file import GraphRows
+from kg.index import GraphSnapshot
+from tests.kg.kg_testdata import CountingEmbed, corpus_triples, supplied
+
+
+def assert_same_snapshot(got: GraphSnapshot, want: GraphSnapshot) -> None:
+    for field in dataclasses.fields(GraphSnapshot):
+        a, b = getattr(got, field.name), getattr(want, field.name)
+        if isinstance(b, np.ndarray):
+            np.testing.assert_array_equal(a, b, err_msg=field.name)
+        elif isinstance(b, dict) and b and isinstance(next(iter(b.values())), np.ndarray):
+            assert a.keys() == b.keys(), field.name
+            for key in b:
+                np.testing.assert_array_equal(a[key], b[key], err_msg=f"{field.name}[{key}]")
+        else:
+            assert a == b, field.name
+
+
+@pytest.fixture
+def saved(tmp_path: Path, embed_fn: EmbedFn, extractor: TripleExtractor) -> KnowledgeGraph:
+    """A graph in ``tmp_path/kg`` with extracted triples (chunk ids), supplied ones (none),
+    one fact stated by two documents and a document removed again."""
+    graph = KnowledgeGraph(tmp_path / "kg", embed_fn)
+    documents = {doc: corpus_triples(extractor, doc) for doc in ("curie", "paris", "einstein")}
+    documents["facts"] = supplied(
+        "facts", ("Marie Curie", "born in", "Warsaw"), ("Paris", "capital of", "France")
+    )
+    documents["more"] = supplied("more", ("marie curie", "born in", "Warsaw"))
+    graph.replace_documents(documents, {d: f"v-{d}" for d in documents})
+    graph.remove_documents(["einstein"])
+    return graph
+
+
+def test_a_start_builds_the_snapshot_a_change_builds(
+    saved: KnowledgeGraph, embed_fn: EmbedFn
+) -> None:
+    again = KnowledgeGraph(saved.folder, embed_fn)
+    assert_same_snapshot(again.snapshot, saved.snapshot)
+    assert again.document_ids() == saved.document_ids() == ["curie", "facts", "more", "paris"]
+    assert again.document_versions() == saved.document_versions()
+    assert (again.node_count, again.edge_count) == (saved.node_count, saved.edge_count)
+    for doc in saved.document_ids():
+        assert again.triples_for_document(doc) == saved.triples_for_document(doc)
+    # And the graph built after the start edits as the one that was never closed.
+    for graph in (saved, again):
+        graph.remove_documents(["paris"])
+    assert_same_snapshot(again.snapshot, saved.snapshot)
+    assert again.search_entities("curie") == saved.search_entities("curie")
+
+
+def test_reads_do_not_wait_for_the_graph_and_a_change_does(
+    saved: KnowledgeGraph, embed_fn: EmbedFn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The build is held (an event it waits on) to show what waits for it."""
+    release = threading.Event()
+    building = threading.Event()
+    build = kg.store.graph_from_rows
+
+    def held(rows: GraphRows) -> Any:
+        building.set()
+        assert release.wait(timeout=60)
+        return build(rows)
+
+    monkeypatch.setattr(kg.store, "graph_from_rows", held)
+    embed = CountingEmbed(embed_fn)
+    again = KnowledgeGraph(saved.folder, embed)
+    assert building.wait(timeout=60)
+    # What a start (the sync's reconcile) and chats read answers while the build holds on.
+    assert again.document_ids() == ["curie", "facts", "more", "paris"]
+    assert again.document_versions()["paris"] == "v-paris"
+    assert again.edge_count == saved.edge_count
+    assert_same_snapshot(again.snapshot, saved.snapshot)
+
+    done = threading.Event()
+
+    def change() -> None:
+        again.replace_documents(
+            {"new": supplied("new", ("Pierre Curie", "married", "Marie Curie"))}, {"new": "v1"}
+        )
+        done.set()
+
+    writer = threading.Thread(target=change)
+    writer.start()
+    assert not done.wait(timeout=0.5)  # the change waits for the graph
+    release.set()
+    assert done.wait(timeout=60)
+    writer.join()
+    assert again.document_ids() == ["curie", "facts", "more", "new", "paris"]
+    assert [t.subject for t in again.triples_for_document("new")] == ["Pierre Curie"]
+    assert again.triples_for_document("facts") == saved.triples_for_document("facts")
+    assert embed.texts == ["Pierre Curie", "Pierre Curie married Marie Curie"]
+
+
+def test_a_failed_build_is_logged_and_done_by_the_next_change(
+    saved: KnowledgeGraph,
+    embed_fn: EmbedFn,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Injected: the first build raises MemoryError."""
+    build = kg.store.graph_from_rows
+    failed = threading.Event()
+    calls: list[int] = []
+
+    def once(rows: GraphRows) -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            failed.set()
+            raise MemoryError("injected")
+        return build(rows)
+
+    monkeypatch.setattr(kg.store, "graph_from_rows", once)
+    with caplog.at_level(logging.ERROR, logger="kg.store"):
+        again = KnowledgeGraph(saved.folder, embed_fn)
+        assert failed.wait(timeout=60)
+        again.remove_documents(["paris"])  # builds the graph first, then applies
+    assert "building the graph after the start failed" in caplog.text
+    assert len(calls) == 2
+    assert again.document_ids() == ["curie", "facts", "more"]
+    saved.remove_documents(["paris"])
+    assert_same_snapshot(again.snapshot, saved.snapshot)
+
+
+def test_a_table_adopts_its_matrix_and_grows_past_it() -> None:
+    matrix = np.eye(3, 4, dtype=np.float32)
+    table = EmbeddingTable.adopt(["a", "b", "c"], matrix)
+    assert np.shares_memory(table.gather(["a"]), matrix) is False  # gather copies out
+    np.testing.assert_array_equal(table.gather(["c", "a"]), matrix[[2, 0]])
+    table.add(["d", "a"], np.ones((2, 4), np.float32))  # grows past the adopted rows
+    np.testing.assert_array_equal(table.gather(["a", "b", "d"]), [[1] * 4, matrix[1], [1] * 4])
+    table.discard(["b"])
+    table.add(["e"], np.full((1, 4), 2, np.float32))  # reuses b's row
+    assert len(table) == 4 and "b" not in table
+    with pytest.raises(ValueError, match="repeat"):
+        EmbeddingTable.adopt(["a", "a"], np.zeros((2, 4), np.float32))
+    with pytest.raises(ValueError, match="float32"):
+        EmbeddingTable.adopt(["a"], np.zeros((2, 4), np.float32))
