@@ -29,7 +29,7 @@ import statistics
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,12 +37,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from llama_index.core.schema import BaseNode, NodeRelationship, RelatedNodeInfo, TextNode
 
-from bench import detection_scaling, kg_multihop, kg_subgraph
+from bench import detection_scaling, kg_multihop, kg_subgraph, scale_startup
 from bench.ingest_rate import measure_kb_ingest
 from bench.measure import percentile
 from bench.paths import bench_dir
+from bench.scale_copies import Chunk, copies_between
 from bench.scale_index import Stored, build_while_searching, index_recall, rss_mib
 from bench.scale_records import (
     DetectionRow,
@@ -55,28 +55,13 @@ from bench.workload import towns
 from rag.knowledge.base import KnowledgeBase
 from rag.knowledge.edge import EdgeIndex
 from rag.knowledge.embedding import Embedder, shared_embedder
-from rag.knowledge.ingest import CHUNK_INDEX_KEY, DOC_HASH_KEY
+from rag.knowledge.ingest import DOC_HASH_KEY
 from rag.knowledge.models import ChangeSet, DocumentIn
 from rag.knowledge.state import KBState
 
-#: Per-dimension noise on the copies' embeddings: cosine to the original ~0.96.
-NOISE = 0.015
-INSERT_BATCH = 1000
 COLLECTION = "warmrag"  # the KnowledgeBase's default
 INGEST_BATCH = 100  # documents per alternation of pipeline ingest and raw embedding
 WARMUP_QUERIES = 10
-
-
-@dataclass(frozen=True)
-class Chunk:
-    """One ingested chunk as the knowledge base stored it: its document's committed content
-    hash and its position travel with the copies, so the KB counts them as committed."""
-
-    doc_id: str
-    doc_hash: str
-    index: int
-    text: str
-    metadata: dict[str, object]
 
 
 @dataclass(frozen=True)
@@ -91,6 +76,7 @@ class Plan:
     entry_sizes: list[int]
     detection_rounds: int
     multihop_worlds: int
+    startup_sizes: list[int]
 
 
 def plan(quick: bool) -> Plan:
@@ -104,6 +90,7 @@ def plan(quick: bool) -> Plan:
             entry_sizes=[100, 1_000],
             detection_rounds=5,
             multihop_worlds=20,
+            startup_sizes=[10_000],
         )
     return Plan(
         towns=200,
@@ -114,6 +101,7 @@ def plan(quick: bool) -> Plan:
         entry_sizes=[100, 1_000, 10_000],
         detection_rounds=9,
         multihop_worlds=60,
+        startup_sizes=[100_000],
     )
 
 
@@ -159,12 +147,18 @@ def run_scale(quick: bool, work: Path, log: Callable[[str], None] = print) -> Sc
             cold, warm = measure_detection(n, p.detection_rounds, rng)
             detection.append(DetectionRow(entries=n, cold_p50_ms=cold, warm_p50_ms=warm))
             step(f"detection: {n} entries, cold {cold:.1f} ms, warm {warm:.2f} ms")
+        startup = []
+        if p.startup_sizes:  # last and alone: it starts a vLLM for the services it starts
+            startup = scale_startup.run(
+                p.startup_sizes, True, work / "startup", chunks, vectors, log=step
+            )
     return ScaleResult(
         ingest=ingest,
         retrieval=retrieval,
         subgraph=subgraph,
         graph_quality=graph_quality,
         detection=detection,
+        startup=startup,
     )
 
 
@@ -291,40 +285,6 @@ def time_retrieval(
         queries=len(latencies),
         top1_own_town_share=round(hits / len(latencies), 3),
     )
-
-
-def copies_between(
-    chunks: list[Chunk], vectors: np.ndarray, start: int, end: int, rng: np.random.Generator
-) -> Iterator[list[BaseNode]]:
-    """Points ``start``..``end`` in batches of ``INSERT_BATCH`` (one ``copies`` call each)."""
-    for first in range(start, end, INSERT_BATCH):
-        yield copies(chunks, vectors, first, min(INSERT_BATCH, end - first), rng)
-
-
-def copies(
-    chunks: list[Chunk], vectors: np.ndarray, start: int, count: int, rng: np.random.Generator
-) -> list[BaseNode]:
-    """Points ``start``..``start+count``: the real chunks first, then noisy copies of them.
-
-    Copy ``k`` of a chunk belongs to document ``<doc_id>~<k>``, with the same content and so
-    the same content hash; like rag/knowledge/ingest.py, each node has a SOURCE relationship to its
-    document (passages come back with their doc_id) and carries that hash and its position.
-    """
-    index = np.arange(start, start + count)
-    base, copy = index % len(chunks), index // len(chunks)
-    embeddings = vectors[base] + NOISE * (copy > 0)[:, None] * rng.standard_normal(
-        (count, vectors.shape[1]), dtype=np.float32
-    )
-    embeddings /= np.linalg.norm(embeddings, axis=1, keepdims=True)
-    nodes: list[BaseNode] = []
-    for b, k, embedding in zip(base, copy, embeddings, strict=True):
-        chunk = chunks[int(b)]
-        doc_id = chunk.doc_id if k == 0 else f"{chunk.doc_id}~{k}"
-        metadata = {**chunk.metadata, DOC_HASH_KEY: chunk.doc_hash, CHUNK_INDEX_KEY: chunk.index}
-        node = TextNode(text=chunk.text, embedding=embedding.tolist(), metadata=metadata)
-        node.relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=doc_id)
-        nodes.append(node)
-    return nodes
 
 
 def measure_detection(n: int, rounds: int, rng: np.random.Generator) -> tuple[float, float]:

@@ -1,5 +1,6 @@
 """What the sections without vLLM write: "scale" (``bench.scale``: ingest, retrieval,
-subgraph, graph quality, detection) and "index" (``bench.embedded_index``).
+subgraph, graph quality, detection, and the service's start-up, the one part with a vLLM
+of its own) and "index" (``bench.embedded_index``).
 
 Fields with a default are the ones older results.json files lack, or that only some
 rows have; see ``bench.record``.
@@ -68,12 +69,31 @@ class DetectionRow(Record):
     warm_p50_ms: float
 
 
+class StartUpRow(Record):
+    """The service started on a data folder of ``chunks`` chunks (``bench.scale_startup``):
+    seconds from its process's start, with a vLLM already running."""
+
+    chunks: int
+    triples: int
+    entities: int
+    build_s: float  # making the folder, not part of the start
+    health_s: float  # the stores opened
+    ready_s: float
+    service_rss_mib: int  # at /ready
+    settled_rss_mib: int  # once the graph for changes is built too
+    service_peak_mib: int
+    index_rss_mib: int
+    first_chat_s: float
+    passages: int
+
+
 class ScaleResult(Record):
     ingest: ScaleIngest
     retrieval: list[RetrievalRow]
     subgraph: list[SubgraphRow]
     graph_quality: list[GraphQualityRow] = Field(default_factory=list)
     detection: list[DetectionRow]
+    startup: list[StartUpRow] = Field(default_factory=list)
 
 
 class IndexRow(Record):

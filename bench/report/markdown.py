@@ -279,6 +279,23 @@ def _scale_markdown(scale: ScaleResult | None) -> list[str]:
         ["warm entries", "detection p50 ms (cold caches)", "warm caches"],
         [[r.entries, f"{r.cold_p50_ms:.2f}", f"{r.warm_p50_ms:.2f}"] for r in scale.detection],
     )
+    if scale.startup:  # runs from before it was measured have none
+        lines += [
+            "Start-up: `python -m api serve` on a data folder of that size (a graph of the "
+            "real corpus's triples per chunk), a vLLM already running; seconds from the "
+            "process's start.",
+            "",
+        ]
+        lines += _table(
+            ["chunks", "triples", "/health s", "/ready s", "RSS MiB at /ready", "settled",
+             "peak", "index RSS MiB", "first chat s"],
+            [
+                [r.chunks, r.triples, f"{r.health_s:.1f}", f"{r.ready_s:.1f}",
+                 r.service_rss_mib, r.settled_rss_mib, r.service_peak_mib, r.index_rss_mib,
+                 f"{r.first_chat_s:.2f}"]
+                for r in scale.startup
+            ],
+        )  # fmt: skip
     return lines
 
 

@@ -29,6 +29,7 @@ TINY = Plan(
     entry_sizes=[100],
     detection_rounds=3,
     multihop_worlds=5,
+    startup_sizes=[],  # needs a vLLM: tests/bench/test_scale_startup.py uses the session's
 )
 
 

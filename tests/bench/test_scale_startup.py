@@ -1,0 +1,43 @@
+"""The scale section's start-up measurement (``bench.scale_startup``) on the test
+session's vLLM: a data folder of real chunks' copies and a graph of the real corpus's
+density, committed as the service commits them, then ``python -m api serve`` on it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.scale_copies import Chunk
+from bench.scale_startup import GRAPH_PER_CHUNK, run
+from rag.knowledge.embedding import Embedder
+from rag.llm.server import VLLMServer
+
+TEXTS = [
+    "Lyon is a city on the Rhone; its old town is listed by UNESCO.",
+    "Lyon hosts a festival of lights every December.",
+    "Graz is the capital of Styria, with a clock tower on the Schlossberg.",
+]
+
+
+def test_the_service_starts_on_a_built_folder_and_answers(
+    tmp_path: Path, vllm: VLLMServer, embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    chunks = [
+        Chunk(f"town-{i // 2}", f"hash-{i // 2}", i % 2, text, {"title": f"town {i // 2}"})
+        for i, text in enumerate(TEXTS)
+    ]
+    vectors = embedder.embed_texts(TEXTS)
+    rows = run([300], True, tmp_path, chunks, vectors, log=lambda _: None, vllm_url=vllm.url)
+    baseline, built = rows
+    assert (baseline.chunks, baseline.triples) == (0, 0)
+    assert built.chunks == 300
+    per_chunk, _ = GRAPH_PER_CHUNK
+    assert 0.8 * per_chunk * 300 < built.triples < 1.2 * per_chunk * 300
+    for row in rows:
+        assert 0 < row.health_s <= row.ready_s
+        assert row.service_rss_mib > 0 and row.settled_rss_mib > 0 and row.index_rss_mib > 0
+    # The question is answered from the folder's passages: its index and state agree.
+    assert built.passages == 3 and baseline.passages == 0
+    assert not any(tmp_path.iterdir())  # each folder removed after its start
