@@ -54,7 +54,7 @@ class EmbeddedService:
     def __enter__(self) -> EmbeddedService:
         from rag.knowledge.embedding import shared_embedder  # the model stack: only when used
 
-        embedder = shared_embedder()
+        embedder = shared_embedder(self.settings.embedding_precision)
         knowledge = build_knowledge(self.settings, embedder)
         try:
             self.settings.data_dir.mkdir(parents=True, exist_ok=True)

@@ -85,7 +85,7 @@ class Runtime:
         self.metrics = metrics or ServiceMetrics()
         self.phase = Phase.STARTING
         self.error: str | None = None
-        self.embedder = embedder or shared_embedder()
+        self.embedder = embedder or shared_embedder(s.embedding_precision)
 
         self.knowledge = build_knowledge(s, self.embedder)
         self.kb = self.knowledge.kb

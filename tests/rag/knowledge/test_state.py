@@ -17,7 +17,7 @@ from rag.knowledge.base import KnowledgeBase
 from rag.knowledge.edge import EdgeIndex
 from rag.knowledge.embedding import EMBEDDING_DIM, Embedder
 from rag.knowledge.kvstore import SqliteKVStore
-from rag.knowledge.models import DocumentIn
+from rag.knowledge.models import DocumentIn, EmbeddingPrecision
 from rag.knowledge.state import LEGACY_FILE, STATE_FILE, EmbeddingMismatchError, KBState
 
 
@@ -153,3 +153,18 @@ def test_a_knowledge_base_refuses_an_embedder_it_was_not_built_with(
     kb = kb_on(tmp_path, embedder)  # the index process of the refused open is gone
     assert kb.document_ids() == ["doc-0"]
     kb.close()
+
+
+def test_a_knowledge_base_refuses_another_precision_of_its_model(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    """Embedded in float32 (the default, recorded as the setting's predecessors did),
+    opened with a bfloat16 embedder: the message names both and what to do."""
+    assert embedder.identity.endswith(", torch")  # what older knowledge bases recorded
+    kb = kb_on(tmp_path, embedder)
+    kb.upsert([doc(0)])
+    kb.close()
+    bf16 = Embedder(precision=EmbeddingPrecision.BFLOAT16)  # never loaded: open embeds nothing
+    with pytest.raises(EmbeddingMismatchError, match="torch bfloat16") as refused:
+        kb_on(tmp_path, bf16)
+    assert "re-ingest the documents into a new data folder" in str(refused.value)
