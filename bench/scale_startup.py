@@ -129,13 +129,17 @@ def commit_documents(
     state.put(docs, nodes, {})
 
 
-def build_graph(folder: Path, documents: dict[str, tuple[str, int]]) -> tuple[int, int]:
+def build_graph(
+    folder: Path, documents: dict[str, tuple[str, int]], with_triples: bool = True
+) -> tuple[int, int]:
     """A graph at ``folder/kg`` with the real corpus's triples and entities per chunk for
-    each document, filed with the document's version; returns (triples, entities)."""
+    each document (none without ``with_triples``: documents that yield no triples), filed
+    with the document's version as the service's sync files them, so a start finds
+    nothing to re-sync; returns (triples, entities)."""
     rng = np.random.default_rng(5)
     chunk_count = sum(n for _, n in documents.values())
-    per_chunk, entities_per_chunk = GRAPH_PER_CHUNK
-    entities = max(50, round(entities_per_chunk * chunk_count))
+    per_chunk, entities_per_chunk = GRAPH_PER_CHUNK if with_triples else (0.0, 0.0)
+    entities = max(1, round(entities_per_chunk * chunk_count))
     weights = 1.0 / (np.arange(entities) + 10.0) ** 0.9
     weights /= weights.sum()
     counts = rng.poisson(per_chunk * np.array([n for _, n in documents.values()]))
@@ -294,7 +298,7 @@ def run(
         log(f"start-up: {size} chunks, graph {'on' if graph and size else 'off'}: building")
         t0 = time.perf_counter()
         documents = build_kb(folder, chunks, vectors, size, log) if size else {}
-        triples, entities = build_graph(folder, documents) if graph and size else (0, 0)
+        triples, entities = build_graph(folder, documents, graph) if size else (0, 0)
         build_s = time.perf_counter() - t0
         log(f"  built in {build_s:.0f} s ({triples} triples, {entities} entities)")
         start = start_service(folder, vllm_url, question, log)
