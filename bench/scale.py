@@ -15,7 +15,8 @@ their document's content hash, then the docstore (the commit point) naming each 
 document with that hash, and the KB opened again. Retrieval only returns chunks whose hash
 is their document's committed one, so points written any other way would be hidden from
 it. 1M chunks are measured on the bare stores by the "index" section
-(``bench/embedded_index.py``).
+(``bench/embedded_index.py``). Last, alone, with a vLLM of its own: the service's
+start-up and memory on a data folder of 100k chunks and a graph (``bench/scale_startup.py``).
 
     .venv/bin/python bench/scale.py [--quick]
 """

@@ -20,7 +20,8 @@ QUESTIONS = ["Which river runs through Lyon?", "How do I move my commits onto ma
 
 
 def test_bfloat16_vectors_match_float32_within_tolerance(embedder: Embedder) -> None:
-    bf16 = Embedder(precision=EmbeddingPrecision.BFLOAT16)
+    embedder.warm_up()  # the identity names the model's folder once it is loaded
+    bf16 = Embedder(model_path=embedder.model_path, precision=EmbeddingPrecision.BFLOAT16)
     assert bf16.identity == embedder.identity + " bfloat16"
     full, half = embedder.embed_texts(PASSAGES), bf16.embed_texts(PASSAGES)
     assert half.dtype == np.float32 and half.shape == full.shape

@@ -160,11 +160,13 @@ def test_a_knowledge_base_refuses_another_precision_of_its_model(
 ) -> None:
     """Embedded in float32 (the default, recorded as the setting's predecessors did),
     opened with a bfloat16 embedder: the message names both and what to do."""
+    embedder.warm_up()
     assert embedder.identity.endswith(", torch")  # what older knowledge bases recorded
     kb = kb_on(tmp_path, embedder)
     kb.upsert([doc(0)])
     kb.close()
-    bf16 = Embedder(precision=EmbeddingPrecision.BFLOAT16)  # never loaded: open embeds nothing
+    # The same model's folder: only the precision differs (never loaded: open embeds nothing).
+    bf16 = Embedder(model_path=embedder.model_path, precision=EmbeddingPrecision.BFLOAT16)
     with pytest.raises(EmbeddingMismatchError, match="torch bfloat16") as refused:
         kb_on(tmp_path, bf16)
     assert "re-ingest the documents into a new data folder" in str(refused.value)
