@@ -255,48 +255,36 @@ def _scale_markdown(scale: ScaleResult | None) -> list[str]:
         [[r.triples, f"{r.p50_ms:.2f}", f"{r.p99_ms:.2f}"] for r in scale.subgraph],
     )
     if scale.graph_quality:  # runs from before it was measured have none
-        lines += [
+        lines += _captioned(
             "Graph quality: two-step questions (the answering triple two hops from the "
             "question's entity, `bench/kg_multihop.py`); share whose answer is among the 3 "
             "triples chosen, by selection mode.",
-            "",
-        ]
-        lines += _table(
             ["questions", "mode", "asked", "answer in 3", "restating a pair", "p50 ms"],
-            [
-                [
-                    r.questions_set,
-                    r.mode,
-                    r.questions,
-                    f"{r.answer_share:.1%}",
-                    f"{r.restating_selections:.1%}",
-                    f"{r.p50_ms:.2f}",
-                ]
-                for r in scale.graph_quality
-            ],
-        )
+            [[r.questions_set, r.mode, r.questions, f"{r.answer_share:.1%}",
+              f"{r.restating_selections:.1%}", f"{r.p50_ms:.2f}"]
+             for r in scale.graph_quality],
+        )  # fmt: skip
     lines += _table(
         ["warm entries", "detection p50 ms (cold caches)", "warm caches"],
         [[r.entries, f"{r.cold_p50_ms:.2f}", f"{r.warm_p50_ms:.2f}"] for r in scale.detection],
     )
     if scale.startup:  # runs from before it was measured have none
-        lines += [
+        lines += _captioned(
             "Start-up: `python -m api serve` on a data folder of that size (a graph of the "
             "real corpus's triples per chunk), a vLLM already running; seconds from the "
             "process's start.",
-            "",
-        ]
-        lines += _table(
             ["chunks", "triples", "/health s", "/ready s", "RSS MiB at /ready", "settled",
              "peak", "index RSS MiB", "first chat s"],
-            [
-                [r.chunks, r.triples, f"{r.health_s:.1f}", f"{r.ready_s:.1f}",
-                 r.service_rss_mib, r.settled_rss_mib, r.service_peak_mib, r.index_rss_mib,
-                 f"{r.first_chat_s:.2f}"]
-                for r in scale.startup
-            ],
+            [[r.chunks, r.triples, f"{r.health_s:.1f}", f"{r.ready_s:.1f}", r.service_rss_mib,
+              r.settled_rss_mib, r.service_peak_mib, r.index_rss_mib, f"{r.first_chat_s:.2f}"]
+             for r in scale.startup],
         )  # fmt: skip
     return lines
+
+
+def _captioned(caption: str, header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
+    """A table with a line of text above it."""
+    return [caption, "", *_table(header, rows)]
 
 
 def _opt(value: float | None) -> str:

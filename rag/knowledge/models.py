@@ -203,8 +203,8 @@ class EmbeddingPrecision(StrEnum):
     bfloat16 on a CPU with bf16 in hardware (``avx512_bf16``, ``amx_bf16``): measured on
     one, 1.78x the raw embedding rate on the real corpus (1.60x the whole ingest), with
     the same dense recall@3 (0.857) and the same top 3 documents for 231 of 245
-    questions. Without such hardware it is emulated and slower than float32. A knowledge base records the
-    precision it was embedded with and refuses another."""
+    questions. Without such hardware it is emulated and slower than float32. A knowledge
+    base records the precision it was embedded with and refuses another."""
 
     FLOAT32 = "float32"
     BFLOAT16 = "bfloat16"
