@@ -1,6 +1,6 @@
 """Start-up and memory of the service itself on a large knowledge base, through the product path.
 
-Builds a data folder the way the scale section grows its collection (``bench.scale.copies``:
+Builds a data folder the way the scale section grows its collection (``bench.scale_copies``:
 real chunk texts and their embeddings, then noisy copies, committed through the knowledge
 base's state) and, unless ``--no-graph``, a knowledge graph sized like the real corpus's
 (3.23 triples and 2.09 entities per chunk, ``GRAPH_PER_CHUNK``; random unit vectors), filed
@@ -12,8 +12,8 @@ plus vLLM's own start"), and measures:
 - ``health_s``: process start to ``/health`` (imports, the embedding model, the stores
   opened: the index's process, the knowledge base's state, the graph, the warm registry);
 - ``ready_s``: to ``/ready`` (adds the vLLM probe and the warmup's start);
-- the RSS of the service's process and of the index's process once ready, and the
-  service's peak;
+- the RSS of the service's process at ``/ready`` and once its log says the graph for
+  changes is built (settled), its peak, and the RSS of the index's process;
 - one chat through HTTP (its retrieval is the first on the freshly opened index).
 
 An empty data folder is started the same way first: the baseline, what a start costs
@@ -210,7 +210,7 @@ def start_service(
         env=env,
         stdout=out,
         stderr=subprocess.STDOUT,
-        start_new_session=True,  # an operator's terminal signals reach it, not this bench
+        start_new_session=True,  # its own process group: a signal to it never reaches the bench
     )
     health_s = ready_s = 0.0
     try:
