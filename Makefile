@@ -27,6 +27,8 @@ install: $(STAMP)
 # files on one core (2 min 29 s here); left to first imports instead, the vLLM child's
 # first start took 100 s longer. Files that are not Python 3 (templates some packages
 # ship) fail to compile, as they do under pip, and are skipped.
+# The last step exports the bundled embedding model to int8 ONNX (rag/knowledge/onnx_int8.py),
+# once, into the venv, so the service's first start does not.
 $(STAMP): requirements.lock requirements-cpu.lock pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
@@ -36,6 +38,7 @@ $(STAMP): requirements.lock requirements-cpu.lock pyproject.toml
 	$(PY) -m pip install --quiet --no-compile --no-deps --no-build-isolation -e .
 	$(PY) -m pip uninstall --quiet --yes torchvision torchaudio torchcodec triton 2>/dev/null || true
 	-@$(PY) -m compileall -q -j 0 $(VENV)/lib >/dev/null 2>&1
+	$(PY) -m rag.knowledge.embedding
 	@touch $(STAMP)
 
 run: install

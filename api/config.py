@@ -216,11 +216,13 @@ class Settings(BaseSettings):
         description='Embed each chunk with its document\'s title (metadata "title"), '
         "as llama-index does; the prompt shows the text alone.",
     )
-    embedding_precision: EmbeddingPrecision = Field(
-        EmbeddingPrecision.FLOAT32,
-        description="float32, or bfloat16 on a CPU with bf16 in hardware (avx512_bf16, "
-        "amx_bf16): about 1.8x the embedding rate, the same retrieval measured. A knowledge "
-        "base keeps the precision it was first embedded with: another refuses to start.",
+    embedding_precision: EmbeddingPrecision | None = Field(
+        None,
+        description="Unset: a new knowledge base embeds in float32, an existing one in the "
+        "precision it was embedded with. int8 (ONNX Runtime: about 3x float32's rate, the "
+        "same recall, questions still in float32), bfloat16 (on a CPU with bf16 in "
+        "hardware: avx512_bf16, amx_bf16; about 1.8x) or float32 ask for one: a knowledge "
+        "base embedded in another refuses to start, saying so.",
     )
     passage_window_tokens: int = Field(
         450,

@@ -192,7 +192,10 @@ def measure_ingest(
 ) -> IngestRate:
     """Measure raw, chunk-only and end-to-end ingest of ``documents`` (stores in ``work_dir``)."""
     embedder = embedder or shared_embedder()
-    log(f"ingest rate: {len(documents)} documents, {_words(documents)} words")
+    log(
+        f"ingest rate: {len(documents)} documents, {_words(documents)} words, "
+        f"embedded in {embedder.precision}"
+    )
     kb = measure_kb_ingest(documents, _fresh(work_dir / "chunk_only"), embedder, batch_size)
     log(f"raw embedding: {kb.raw.chunks} chunks in {kb.raw.seconds:.1f} s")
     log(f"chunk-only ingest: {kb.chunk_only.seconds:.1f} s")
@@ -204,6 +207,7 @@ def measure_ingest(
         documents=len(documents),
         batch_size=batch_size,
         embedder_threads=kb.embedder_threads,
+        precision=embedder.precision,
         raw=kb.raw,
         chunk_only=kb.chunk_only,
         end_to_end=end_to_end,

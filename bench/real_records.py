@@ -72,6 +72,8 @@ class IngestRate(Record):
     documents: int
     batch_size: int
     embedder_threads: int
+    #: The embedding precision (``EmbeddingPrecision``); records before it: float32.
+    precision: str = "float32"
     raw: RunRate
     chunk_only: RunRate
     end_to_end: RunRate
@@ -218,6 +220,8 @@ class RealResult(GrowingRecord):
     """The section's parts, each given once measured."""
 
     ingest_rate: IngestRate | None = None
+    #: The same ingest embedded in int8 (``EmbeddingPrecision``), run after the default's.
+    ingest_int8: IngestRate | None = None
     corpus: CorpusFacts | None = None
     spec: RealSpec | None = None
     strategies: dict[str, StrategyResult] = Field(default_factory=dict)

@@ -55,8 +55,8 @@ from bench.scenarios import build_template, measure_floor, run_strategy
 from bench.strategies import OURS, PLAIN, Overrides
 from rag.chat.query import normalize_query
 from rag.chat.retriever import Retriever
-from rag.knowledge.embedding import shared_embedder
-from rag.knowledge.models import DocumentIn
+from rag.knowledge.embedding import Embedder, shared_embedder
+from rag.knowledge.models import DocumentIn, EmbeddingPrecision
 
 Log = Callable[[str], None]
 
@@ -105,12 +105,15 @@ def run_real(vllm_url: str, work: Path, quick: bool, log: Log, result: RealResul
     return result
 
 
-def run_ingest_rate(quick: bool, work: Path, log: Log) -> IngestRate:
-    """Step 1, before any vLLM starts (the embedding model has both cores)."""
+def run_ingest_rate(quick: bool, work: Path, log: Log) -> tuple[IngestRate, IngestRate]:
+    """Step 1, before any vLLM starts (the embedding model has both cores): the default
+    embedder's ingest, then int8's on the same sections, measured against it."""
     workload = RealWorkload(RealSpec.quick() if quick else RealSpec.full())
     log(f"real corpus: ingest rate over {len(workload.towns)} sections")
     documents = [DocumentIn.model_validate(d, strict=False) for d in workload.documents()]
-    return measure_ingest(documents, work / "ingest-rate", log)
+    default = measure_ingest(documents, work / "ingest-rate", log)
+    int8 = Embedder(precision=EmbeddingPrecision.INT8)
+    return default, measure_ingest(documents, work / "ingest-rate-int8", log, embedder=int8)
 
 
 def sample_questions(workload: RealWorkload, n: int) -> list[str]:

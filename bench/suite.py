@@ -190,7 +190,8 @@ def pressure_section(run: SectionRun) -> None:
 
 def real_section(run: SectionRun) -> None:
     """Git's documentation: the ingest rate first, with both cores free of vLLM."""
-    real = RealResult(ingest_rate=run_ingest_rate(run.args.quick, run.work, log))
+    rate, int8 = run_ingest_rate(run.args.quick, run.work, log)
+    real = RealResult(ingest_rate=rate, ingest_int8=int8)
     run.results.real = real
     with vllm_for(run.args.vllm_url, run.eager, kv_cache_gib=REAL_KV_GIB) as url:
         run_real(url, run.work, run.args.quick, log, real)

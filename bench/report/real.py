@@ -174,6 +174,7 @@ def real_markdown(real: RealResult | None) -> list[str]:
         lines += ["Knowledge-base changes (requests to the changed contexts after):", ""]
         lines += change_table(real.strategies)
     lines += _ingest_markdown(real.ingest_rate)
+    lines += _against_default(real.ingest_int8, real.ingest_rate)
     lines += _variants_markdown(real)
     if answers := real.answers:
         lines += [
@@ -234,6 +235,21 @@ def _variants_markdown(real: RealResult) -> list[str]:
         "TTFT breakdown (medians, ms; each question cold, then again warm):",
         "",
         *_table(["variant", "asked", "n", *(header for header, _ in BREAKDOWN)], rows),
+    ]
+
+
+def _against_default(rate: IngestRate | None, default: IngestRate | None) -> list[str]:
+    """Another precision's rates over the default's, measured one after the other."""
+    if not rate or not default or rate.precision == default.precision:
+        return []
+    raw = rate.raw.chunks_per_s / default.raw.chunks_per_s
+    whole = rate.end_to_end.chunks_per_s / default.end_to_end.chunks_per_s
+    return [
+        f"Embedded in {rate.precision} against {default.precision} on the same sections, "
+        f"in this run: raw embedding {raw:.2f}x ({default.raw.chunks_per_s:.1f} -> "
+        f"{rate.raw.chunks_per_s:.1f} chunks/s), whole ingest {whole:.2f}x "
+        f"({default.end_to_end.chunks_per_s:.1f} -> {rate.end_to_end.chunks_per_s:.1f}).",
+        "",
     ]
 
 

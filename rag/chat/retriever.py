@@ -89,7 +89,7 @@ class Retriever:
 
     def embed_questions(self, questions: Sequence[str]) -> np.ndarray:
         """(n, dim) query vectors, as ``retrieve`` embeds a question (blocking)."""
-        return self.kb.embedder.embed_texts([retrieval_text(q) for q in questions])
+        return self.kb.embedder.embed_questions([retrieval_text(q) for q in questions])
 
     def retrieve(
         self, question: str, top_k: int = 3, embedding: np.ndarray | None = None

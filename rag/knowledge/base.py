@@ -120,6 +120,7 @@ class KnowledgeBase:
             self._index.open()
             try:
                 self._state = self._strategy.open(self._index, self._collection, self._dir)
+                self._embedder.follow(self._state.recorded_embedding())
                 self._state.check_embedding(self._embedder.identity)
             except BaseException:
                 self._index.close()

@@ -200,14 +200,28 @@ DEFAULT_CHUNKING = ChunkingStrategy.STRUCTURE
 class EmbeddingPrecision(StrEnum):
     """The number format the embedding model computes in (``rag.knowledge.embedding``).
 
-    bfloat16 on a CPU with bf16 in hardware (``avx512_bf16``, ``amx_bf16``): measured on
-    one, 1.78x the raw embedding rate on the real corpus (1.60x the whole ingest), with
-    the same dense recall@3 (0.857) and the same top 3 documents for 231 of 245
-    questions. Without such hardware it is emulated and slower than float32. A knowledge
-    base records the precision it was embedded with and refuses another."""
+    Measured on the real corpus's 1,047 chunks and 245 gold questions (one thread):
+
+    - float32 (the default): torch, as every knowledge base before the precisions.
+    - int8: documents on ONNX Runtime, the matrix products quantized
+      (``rag.knowledge.onnx_int8``), questions in float32: 3.1x float32's raw embedding
+      rate on an AVX-512 host, dense recall@3 0.865 (float32: 0.857). Not the default:
+      its noise moves near-tied chunks, and two of the three question pairs the
+      real-pages warmup tests check stopped retrieving the same passages for both
+      wordings (``docs/performance.md``, "Embeddings in int8").
+    - bfloat16, on a CPU with bf16 in hardware (``avx512_bf16``, ``amx_bf16``): 1.78x,
+      recall@3 0.857. Without such hardware it is emulated and slower than float32.
+
+    A knowledge base records the precision it was embedded with: an embedder left to
+    the default follows it, one asked for another is refused."""
 
     FLOAT32 = "float32"
     BFLOAT16 = "bfloat16"
+    INT8 = "int8"
+
+
+#: What a new knowledge base is embedded in when no precision is asked for.
+DEFAULT_PRECISION = EmbeddingPrecision.FLOAT32
 
 
 class DocumentFormat(StrEnum):

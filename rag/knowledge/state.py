@@ -103,10 +103,15 @@ class KBState:
         self.kv.rollback()
         self._version = self._read_version()
 
+    def recorded_embedding(self) -> str | None:
+        """The identity of the embedder this knowledge base was built with, if recorded."""
+        recorded = self.kv.get("embedding", collection=META)
+        return None if recorded is None else str(recorded["value"])
+
     def check_embedding(self, identity: str) -> None:
         """Record the embedder a new (or older) knowledge base is built with, or refuse
         one built with another: its stored vectors would not match the questions'."""
-        recorded = self.kv.get("embedding", collection=META)
+        recorded = self.recorded_embedding()
         if recorded is None:
             self.kv.put("embedding", {"value": identity}, collection=META)
             try:
@@ -114,10 +119,11 @@ class KBState:
             except OSError:  # a full disk must not stop a start: recorded next time
                 self.rollback()
             return
-        if recorded["value"] != identity:
+        if recorded != identity:
             raise EmbeddingMismatchError(
-                f"this knowledge base was embedded with {recorded['value']}, and this service "
-                f"embeds with {identity}: re-ingest the documents into a new data folder"
+                f"this knowledge base was embedded with {recorded}, and this service "
+                f"embeds with {identity}: unset WARMRAG_EMBEDDING_PRECISION to embed as "
+                "it was, or re-ingest the documents into a new data folder"
             )
 
     # ----- reads ----------------------------------------------------------------

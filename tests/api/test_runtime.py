@@ -16,7 +16,7 @@ def test_runtime_construction_does_no_io(tmp_path: Path) -> None:
     embedder = Embedder()  # not loaded either: its model loads in warm_up()
     runtime = Runtime(Settings(data_dir=data), embedder=embedder, llm=FakeEngine())
     assert not data.exists()  # no folder, docstore, Qdrant, graph or SQLite file yet
-    assert embedder._model is None
+    assert not embedder.loaded
     assert runtime.knowledge.kb is runtime.kb and runtime.warmup is not None
 
     async def open_and_stop() -> None:

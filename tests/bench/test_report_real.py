@@ -144,3 +144,18 @@ def test_a_real_only_run_reports_its_changes_and_ingest_and_skips_the_rest(tmp_p
     assert "| 4. s | 1 changed |" in text
     assert "| whole ingest (with graph extraction and embeddings) | 100.0 | 1.0 | 60.0% |" in text
     assert "## Plots" not in text
+
+
+def test_int8s_ingest_is_reported_against_the_defaults(tmp_path: Path) -> None:
+    data = real(120.0, 0.8)
+    data["real"]["ingest_rate"] = ingest_rate(60.0, 100.0)
+    data["real"]["ingest_int8"] = ingest_rate(20.0, 50.0) | {"precision": "int8"}
+    write_report(parsed(data), tmp_path / "run")
+    text = (tmp_path / "run" / "report.md").read_text()
+    assert (
+        "Embedded in int8 against float32 on the same sections, in this run: raw "
+        "embedding 3.00x (1.7 -> 5.0 chunks/s), whole ingest 2.00x (1.0 -> 2.0)." in text
+    )
+    del data["real"]["ingest_int8"]  # a run before int8: no comparison
+    write_report(parsed(data), tmp_path / "old")
+    assert "Embedded in int8" not in (tmp_path / "old" / "report.md").read_text()

@@ -9,6 +9,7 @@ import os
 import sqlite3
 from pathlib import Path
 
+import numpy as np
 import pytest
 from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
 from llama_index.core.storage.docstore import SimpleDocumentStore
@@ -155,18 +156,29 @@ def test_a_knowledge_base_refuses_an_embedder_it_was_not_built_with(
     kb.close()
 
 
-def test_a_knowledge_base_refuses_another_precision_of_its_model(
+def test_a_knowledge_base_keeps_its_precision_and_refuses_another_asked_for(
     tmp_path: Path, embedder: Embedder
 ) -> None:
-    """Embedded in float32 (the default, recorded as the setting's predecessors did),
-    opened with a bfloat16 embedder: the message names both and what to do."""
-    embedder.warm_up()
-    assert embedder.identity.endswith(", torch")  # what older knowledge bases recorded
-    kb = kb_on(tmp_path, embedder)
+    """Embedded in int8, asked for. An embedder left to the default (float32) follows
+    it; one asked for bfloat16 is refused, with a message that names both and what to
+    do."""
+    assert embedder.identity.endswith(", torch")  # the default, as older bases recorded
+    int8 = Embedder(precision=EmbeddingPrecision.INT8)
+    kb = kb_on(tmp_path, int8)
     kb.upsert([doc(0)])
+    expected = int8.embed_texts([doc(0).text])
     kb.close()
-    # The same model's folder: only the precision differs (never loaded: open embeds nothing).
+    following = Embedder()
+    assert following.precision is EmbeddingPrecision.FLOAT32 and following.follows
+    kb = kb_on(tmp_path, following)
+    assert following.precision is EmbeddingPrecision.INT8
+    np.testing.assert_array_equal(following.embed_texts([doc(0).text]), expected)
+    assert kb.retrieve(following.embed_query(doc(0).text), top_k=1)[0].doc_id == "doc-0"
+    kb.close()
+    # Only the precision differs (never loaded: open embeds nothing).
     bf16 = Embedder(model_path=embedder.model_path, precision=EmbeddingPrecision.BFLOAT16)
     with pytest.raises(EmbeddingMismatchError, match="torch bfloat16") as refused:
         kb_on(tmp_path, bf16)
+    assert "onnxruntime int8" in str(refused.value)
+    assert "unset WARMRAG_EMBEDDING_PRECISION" in str(refused.value)
     assert "re-ingest the documents into a new data folder" in str(refused.value)
