@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterable, Mapping, Sequence
 
 from kg.extract import TripleExtractor
@@ -21,6 +22,9 @@ from rag.knowledge.base import KnowledgeBase
 from rag.knowledge.models import ChangeSet
 
 log = logging.getLogger(__name__)
+
+#: Documents a start's re-sync parses and writes at once (``GraphSync.reconcile``).
+RECONCILE_BATCH = 200
 
 
 class GraphSync:
@@ -64,8 +68,13 @@ class GraphSync:
         texts the change carries."""
         self._sync(change.added + change.updated, change.deleted, change.chunk_texts)
 
-    def reconcile(self) -> int:
-        """Re-sync every document whose graph state does not match the KB; return how many."""
+    def reconcile(self, batch: int = RECONCILE_BATCH) -> int:
+        """Re-sync every document whose graph state does not match the KB; return how many.
+
+        Stale documents go ``batch`` at a time, each batch one write with its versions
+        filed: memory stays that of a batch, the log tells the progress, and a start
+        interrupted part-way resumes where it stopped (a graph folder deleted under a
+        large knowledge base means every document, parsed again)."""
         with self._lock:
             current = {d: self.kb.document_hash(d) for d in self.kb.document_ids()}
             synced = self.graph.document_versions()
@@ -73,9 +82,24 @@ class GraphSync:
             gone = sorted(
                 d for d in set(synced) | set(self.graph.document_ids()) if d not in current
             )
-        if stale or gone:
-            log.info("knowledge graph: re-syncing %d documents, removing %d", len(stale), len(gone))
-            self._sync(stale, gone, {})
+        if not stale and not gone:
+            return 0
+        log.info("knowledge graph: re-syncing %d documents, removing %d", len(stale), len(gone))
+        if gone:
+            self._sync([], gone, {})
+        started = time.monotonic()
+        for done in range(0, len(stale), batch):
+            self._sync(stale[done : done + batch], [], {})
+            finished = min(done + batch, len(stale))
+            if finished < len(stale):
+                elapsed = time.monotonic() - started
+                log.info(
+                    "knowledge graph: re-synced %d of %d documents (%d s, about %d s left)",
+                    finished,
+                    len(stale),
+                    elapsed,
+                    elapsed / finished * (len(stale) - finished),
+                )
         return len(stale) + len(gone)
 
     def _sync(

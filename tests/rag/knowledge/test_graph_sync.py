@@ -106,3 +106,44 @@ def test_a_graph_left_behind_is_rebuilt_from_the_knowledge_base(
         "France",
     ] not in paris
     assert sync.reconcile() == 0
+
+
+class FailingGraph(KnowledgeGraph):
+    """Fails its ``fail_at``-th write (counting from 1), as a crash part-way would."""
+
+    def __init__(self, *args: object, fail_at: int, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.writes = 0
+        self.fail_at = fail_at
+
+    def replace_documents(self, *args: object, **kwargs: object) -> None:
+        self.writes += 1
+        if self.writes == self.fail_at:
+            raise OSError("injected: the disk failed during the re-sync's second batch")
+        super().replace_documents(*args, **kwargs)  # type: ignore[arg-type]
+
+
+def test_a_start_resyncs_in_batches_with_progress_and_resumes_after_a_crash(
+    kb: KnowledgeBase, embedder: Embedder, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Five documents the graph never saw, re-synced two at a time: the second batch's
+    write fails; the first batch is kept, and the next start re-syncs only the rest."""
+    docs = [DocumentIn(id=f"town-{i}", text=f"Town {i} lies on the river Aa{i}.") for i in range(5)]
+    kb.upsert(docs)  # never applied to the graph
+    extractor = CountingExtractor()
+    failing = FailingGraph(tmp_path / "kg", embedder.embed_texts, fail_at=2)
+    sync = GraphSync(kb, failing, extractor)
+    caplog.set_level("INFO", logger="rag.knowledge.graph_sync")
+    with pytest.raises(OSError, match="injected"):
+        sync.reconcile(batch=2)
+    assert extractor.calls == [["town-0", "town-1"], ["town-2", "town-3"]]
+    failing.close()
+    extractor.calls.clear()
+    sync = GraphSync(kb, KnowledgeGraph(tmp_path / "kg", embedder.embed_texts), extractor)
+    assert sync.reconcile(batch=2) == 3
+    assert extractor.calls == [["town-2", "town-3"], ["town-4"]]
+    progress = [r.getMessage() for r in caplog.records if "re-synced" in r.getMessage()]
+    assert progress[0].startswith("knowledge graph: re-synced 2 of 5 documents")
+    assert progress[-1].startswith("knowledge graph: re-synced 2 of 3 documents")
+    assert sync.reconcile(batch=2) == 0
+    assert sorted(sync.graph.document_versions()) == [d.id for d in docs]
