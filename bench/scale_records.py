@@ -76,6 +76,9 @@ class StartUpRow(Record):
     chunks: int
     triples: int
     entities: int
+    #: The start followed a clean stop: the graph's snapshot was read back, not rebuilt
+    #: from its rows (``kg.snapshot_file``). Records before it: False.
+    after_stop: bool = False
     build_s: float  # making the folder, not part of the start
     health_s: float  # the stores opened
     ready_s: float
@@ -85,6 +88,9 @@ class StartUpRow(Record):
     index_rss_mib: int
     first_chat_s: float
     passages: int
+    #: One small document ingested after the chat: the first change builds what the
+    #: graph's changes edit, which a start leaves. Records before it: 0.
+    first_change_s: float = 0.0
 
 
 class ScaleResult(Record):

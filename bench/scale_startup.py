@@ -59,6 +59,7 @@ PREDICATES = ["part of", "located in", "created by", "depends on", "uses", "owns
 READY_TIMEOUT_S = 1800.0
 #: What the service logs once the graph that changes edit is built (``kg.store``).
 GRAPH_BUILT = "ready for changes"
+FIRST_CHANGE = "Lyon lies on the Rhone. Lyon hosts a festival of lights every December."
 TOKEN = "scale-startup-token"
 
 
@@ -74,6 +75,7 @@ class ServiceStart:
     index_rss_mib: int
     first_chat_s: float
     passages: int
+    first_change_s: float  # one small document's ingest, which builds the graph's edit side
 
 
 def build_kb(
@@ -236,9 +238,21 @@ def start_service(
             resp.raise_for_status()
             chat_s = time.perf_counter() - t0
             passages = len(ChatResponse.model_validate(resp.json()).passages)
+            # The first change builds what the graph's changes edit (a start leaves it).
+            t0 = time.perf_counter()
+            resp = client.post(
+                "/admin/documents",
+                # A new document each start: an unchanged one would change nothing.
+                json={"documents": [{"id": f"first-change-{port}", "text": FIRST_CHANGE}]},
+                headers={"Authorization": f"Bearer {TOKEN}"},
+            )
+            resp.raise_for_status()
+            change_s = time.perf_counter() - t0
             wait_for_line(folder / "service.log", GRAPH_BUILT, proc)
             settled = rss_mib(proc.pid)
-            log(f"  /health {health_s:.1f} s, /ready {ready_s:.1f} s")
+            log(
+                f"  /health {health_s:.1f} s, /ready {ready_s:.1f} s, first change {change_s:.1f} s"
+            )
             log(f"  RSS {service_rss} MiB at /ready, {settled} MiB settled, index {index_rss} MiB")
             return ServiceStart(
                 health_s=round(health_s, 2),
@@ -249,6 +263,7 @@ def start_service(
                 index_rss_mib=index_rss,
                 first_chat_s=round(chat_s, 2),
                 passages=passages,
+                first_change_s=round(change_s, 2),
             )
     except BaseException:
         out.flush()
@@ -301,16 +316,20 @@ def run(
         triples, entities = build_graph(folder, documents, graph) if size else (0, 0)
         build_s = time.perf_counter() - t0
         log(f"  built in {build_s:.0f} s ({triples} triples, {entities} entities)")
-        start = start_service(folder, vllm_url, question, log)
-        results.append(
-            StartUpRow(
-                chunks=size,
-                triples=triples,
-                entities=entities,
-                build_s=round(build_s, 1),
-                **asdict(start),
+        # The first start builds the graph's snapshot from its rows, as after a crash;
+        # its clean stop saves it, and the second start reads it back.
+        for after_stop in (False, True) if size else (False,):
+            start = start_service(folder, vllm_url, question, log)
+            results.append(
+                StartUpRow(
+                    chunks=size,
+                    triples=triples,
+                    entities=entities,
+                    after_stop=after_stop,
+                    build_s=round(build_s, 1),
+                    **asdict(start),
+                )
             )
-        )
         shutil.rmtree(folder)  # a 1M-chunk folder is gigabytes
     return results
 

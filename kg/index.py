@@ -145,14 +145,9 @@ class GraphSnapshot:
             for s, p, o in zip(subject_names, predicates, object_names, strict=True)
         ]
 
-        chunk_lists: dict[tuple[str, str], list[int]] = defaultdict(list)
-        doc_lists: dict[str, list[int]] = defaultdict(list)
-        for i, r in enumerate(rows):
-            if r[8] is None:
-                doc_lists[r[3]].append(i)
-            else:
-                chunk_lists[(r[3], str(r[8]))].append(i)
-
+        edge_doc = [r[3] for r in rows]
+        edge_chunk = [r[8] for r in rows]
+        chunk_edges, document_edges = edge_lists(edge_doc, edge_chunk)
         return cls(
             node_keys=node_keys,
             node_names=node_names,
@@ -164,15 +159,32 @@ class GraphSnapshot:
             edge_predicate=predicates,
             edge_object_name=object_names,
             edge_text=texts,
-            edge_doc=[r[3] for r in rows],
-            edge_chunk=[r[8] for r in rows],
+            edge_doc=edge_doc,
+            edge_chunk=edge_chunk,
             edge_source=[str(r[7].get("source", "supplied")) for r in rows],
             edge_group=group,
             edge_vectors=triples.gather(texts),
             **_csr(subject, obj, len(node_keys)),
-            chunk_edges={k: np.array(v, np.int64) for k, v in chunk_lists.items()},
-            document_edges={k: np.array(v, np.int64) for k, v in doc_lists.items()},
+            chunk_edges=chunk_edges,
+            document_edges=document_edges,
         )
+
+
+def edge_lists(
+    edge_doc: Sequence[str], edge_chunk: Sequence[str | None]
+) -> tuple[dict[tuple[str, str], np.ndarray], dict[str, np.ndarray]]:
+    """``chunk_edges`` and ``document_edges`` (edges without a chunk) of the edges."""
+    chunk_lists: dict[tuple[str, str], list[int]] = defaultdict(list)
+    doc_lists: dict[str, list[int]] = defaultdict(list)
+    for i, (doc, chunk) in enumerate(zip(edge_doc, edge_chunk, strict=True)):
+        if chunk is None:
+            doc_lists[doc].append(i)
+        else:
+            chunk_lists[(doc, str(chunk))].append(i)
+    return (
+        {k: np.array(v, np.int64) for k, v in chunk_lists.items()},
+        {k: np.array(v, np.int64) for k, v in doc_lists.items()},
+    )
 
 
 def _csr(subject: np.ndarray, obj: np.ndarray, node_count: int) -> dict[str, np.ndarray]:

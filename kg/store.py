@@ -2,13 +2,15 @@
 
 Nodes are keyed by normalized entity name and keep a display name; every edge is one triple
 from one document (attributes: predicate, doc_id, chunk_id, source, and the subject/object
-surface forms that document used). The graph always mirrors the documents: replacing a
-document swaps its edges, removing one drops its edges and then any node left without edges.
+surface forms that document used; ``kg.edits`` edits them). The graph always mirrors the
+documents: replacing a document swaps its edges, removing one drops its edges and then any
+node left without edges.
 
 ``kg.graph_file`` persists it: each change writes only the rows it touches, in one SQLite
 transaction, with the versions of the documents it reflects. The networkx graph, the
 embedding tables and the read-only ``GraphSnapshot`` live in memory and are rebuilt from
-the file at start: the snapshot first, the networkx graph after it in a thread (``load``).
+the file at start: the snapshot first (read back from ``kg.snapshot_file`` after a clean
+close), the rest after it in a thread (``load``).
 """
 
 from __future__ import annotations
@@ -16,16 +18,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
-import networkx as nx
-
+from kg import snapshot_file
+from kg.edits import GraphEdits
 from kg.embeddings import EmbeddingTable, EmbedFn, embed_checked
 from kg.graph_file import (
-    EdgeRef,
+    GRAPH_DB_FILE,
     EdgeRow,
     GraphChange,
     GraphFile,
@@ -67,14 +67,16 @@ class KnowledgeGraph:
         self._normalizer = normalizer
         self._autosave = autosave
         self._lock = threading.RLock()
-        self._graph = nx.MultiDiGraph()
-        self._doc_edges: dict[str, list[EdgeRef]] = {}
-        self._text_refs: Counter[str] = Counter()
+        self._edits = GraphEdits()
         self._node_vectors = EmbeddingTable()
         self._triple_vectors = EmbeddingTable()
         self._snapshot = GraphSnapshot()
         self._versions: dict[str, str] = {}
         self._pending: GraphRows | None = None  # rows the networkx graph is yet to be built from
+        self._unread = False  # the snapshot was read back: the rows are yet to be read
+        self._behind = False  # a write failed: the file is behind memory until ``save``
+        self._closed = False
+        self._prepared = threading.Event()  # what changes edit is built
         self._file = GraphFile(self._folder)
         if load:
             self.load()
@@ -120,19 +122,21 @@ class KnowledgeGraph:
         """The document's triples in the order they were given (empty if unknown)."""
         with self._lock:
             self._mutable()
-            return [edge_triple(self._graph, ref) for ref in self._doc_edges.get(doc_id, [])]
+            return [
+                edge_triple(self._edits.graph, ref) for ref in self._edits.doc_edges.get(doc_id, [])
+            ]
 
     def search_entities(self, q: str, limit: int = 20) -> list[EntityInfo]:
         """``kg.views.search_entities`` on this graph."""
         with self._lock:
             self._mutable()
-            return search_entities(self._graph, self.normalizer, q, limit)
+            return search_entities(self._edits.graph, self.normalizer, q, limit)
 
     def around(self, name: str, limit: int = 50) -> Neighbourhood | None:
         """``kg.views.around`` on this graph."""
         with self._lock:
             self._mutable()
-            return around(self._graph, self.normalizer, name, limit)
+            return around(self._edits.graph, self.normalizer, name, limit)
 
     # -- write side -----------------------------------------------------------------------
 
@@ -140,7 +144,7 @@ class KnowledgeGraph:
         """Drop the document's triples and any entity left without edges; False if unknown."""
         with self._lock:
             self._mutable()
-            known = doc_id in self._doc_edges or doc_id in self._versions
+            known = doc_id in self._edits.doc_edges or doc_id in self._versions
             if known:
                 self.remove_documents([doc_id])
             return known
@@ -181,11 +185,11 @@ class KnowledgeGraph:
             touched: set[str] = set()
             released: set[str] = set()
             for doc_id, rows in prepared.items():
-                touched |= self._drop_edges(doc_id, released)
-                touched |= self._add_edges(doc_id, rows)
-            removed_nodes = self._settle_nodes(touched)
+                touched |= self._edits.drop_edges(doc_id, released)
+                touched |= self._edits.add_edges(doc_id, rows)
+            removed_nodes = self._edits.settle_nodes(touched)
             # A text released by one document may be stated by another in the same change.
-            released = {t for t in released if t not in self._text_refs}
+            released = {t for t in released if t not in self._edits.text_refs}
             self._node_vectors.discard(removed_nodes)
             self._triple_vectors.discard(released)
             filed = dict(self._versions)
@@ -196,22 +200,22 @@ class KnowledgeGraph:
                     filed[doc_id] = version
             self._versions = filed
             self._snapshot = GraphSnapshot.build(
-                self._graph, self._node_vectors, self._triple_vectors
+                self._edits.graph, self._node_vectors, self._triple_vectors
             )
             if not self._autosave:
                 return
             # After the swap: a failed write leaves memory consistent, and the file at the
             # last change, with the versions it had (a restart's sync repairs from those).
-            self._file.write(
+            self._write(
                 GraphChange(
                     replaced=set(prepared),
                     versions=dict(versions),
                     edges=[
-                        EdgeRow.from_attributes(u, v, key, self._graph.edges[u, v, key])
+                        EdgeRow.from_attributes(u, v, key, self._edits.graph.edges[u, v, key])
                         for doc_id in prepared
-                        for u, v, key in self._doc_edges.get(doc_id, [])
+                        for u, v, key in self._edits.doc_edges.get(doc_id, [])
                     ],
-                    nodes=self._names(touched),
+                    nodes=self._edits.names(touched),
                     removed_nodes=removed_nodes,
                     node_vectors=Vectors.of(self._node_vectors, added_nodes),
                     triple_vectors=Vectors.of(self._triple_vectors, added_texts),
@@ -224,26 +228,41 @@ class KnowledgeGraph:
         """Write the whole graph to the folder's file (each change does, with autosave)."""
         with self._lock:
             self._mutable()
-            nodes, texts = sorted(self._graph.nodes), sorted(self._text_refs)
+            nodes, texts = sorted(self._edits.graph.nodes), sorted(self._edits.text_refs)
+            snapshot_file.discard(self._folder)
             self._file.replace(
                 GraphRows(
-                    edges=edge_rows(self._graph),
-                    nodes=self._names(nodes),
+                    edges=edge_rows(self._edits.graph),
+                    nodes=self._edits.names(nodes),
                     node_vectors=Vectors.of(self._node_vectors, nodes),
                     triple_vectors=Vectors.of(self._triple_vectors, texts),
                     versions=dict(self._versions),
                 )
             )
+            self._behind = False
 
     def close(self) -> None:
-        """Close the folder's file (the graph in memory stays readable)."""
-        self._file.close()
+        """Save the snapshot for the next start, when the file holds what memory does
+        (``autosave``), and close the file (the graph in memory stays readable)."""
+        with self._lock:
+            self._closed = True
+            self._file.close()
+            if self._autosave and not self._behind and (self._folder / GRAPH_DB_FILE).exists():
+                try:
+                    snapshot_file.save(self._folder, self._snapshot, self._versions)
+                except OSError as exc:  # the next start builds from the rows
+                    log.warning("knowledge graph: the snapshot was not saved: %s", exc)
+
+    def _write(self, change: GraphChange) -> None:
+        """Write ``change`` to the file, the saved snapshot removed first (stale after)."""
+        snapshot_file.discard(self._folder)
+        try:
+            self._file.write(change)
+        except BaseException:
+            self._behind = True  # later writes hold their own rows, not this one's
+            raise
 
     # -- internals ------------------------------------------------------------------------
-
-    def _names(self, nodes: Iterable[str]) -> dict[str, str]:
-        """Display names of those of ``nodes`` still in the graph."""
-        return {n: str(self._graph.nodes[n].get("name", n)) for n in nodes if n in self._graph}
 
     def _prepare(
         self, doc_id: str, triples: Sequence[Triple]
@@ -278,86 +297,58 @@ class KnowledgeGraph:
         self._triple_vectors.add(missing_texts, vectors[len(missing_nodes) :])
         return missing_nodes, missing_texts
 
-    def _drop_edges(self, doc_id: str, released: set[str]) -> set[str]:
-        """Remove the document's edges; add texts no edge states any more to ``released``."""
-        touched: set[str] = set()
-        for u, v, key in self._doc_edges.pop(doc_id, []):
-            data = self._graph.edges[u, v, key]
-            text = _edge_text(data)
-            if self._release_text(text):
-                released.add(text)
-            self._graph.remove_edge(u, v, key)
-            touched.update((u, v))
-        return touched
-
-    def _add_edges(self, doc_id: str, rows: list[tuple[Triple, str, str, str]]) -> set[str]:
-        refs: list[EdgeRef] = []
-        touched: set[str] = set()
-        for i, (triple, sk, _, ok) in enumerate(rows):
-            for key, name in ((sk, triple.subject), (ok, triple.object)):
-                if key not in self._graph:
-                    self._graph.add_node(key, name=name)
-            edge_key = f"{doc_id}#{i}"
-            self._graph.add_edge(
-                sk,
-                ok,
-                key=edge_key,
-                predicate=triple.predicate,
-                doc_id=doc_id,
-                chunk_id=triple.chunk_id,
-                source=triple.source,
-                subject_name=triple.subject,
-                object_name=triple.object,
-            )
-            self._text_refs[triple.text] += 1
-            refs.append((sk, ok, edge_key))
-            touched.update((sk, ok))
-        if refs:
-            self._doc_edges[doc_id] = refs
-        return touched
-
-    def _settle_nodes(self, touched: set[str]) -> set[str]:
-        """Drop touched nodes left without edges (returned); keep survivors' display
-        names truthful."""
-        removed: set[str] = set()
-        for node in touched:
-            if node not in self._graph:
-                continue
-            if self._graph.degree(node) == 0:
-                self._graph.remove_node(node)
-                removed.add(node)
-                continue
-            forms = self._surface_forms(node)
-            if self._graph.nodes[node].get("name") not in forms:
-                # The document that named it is gone: take a remaining form, deterministically.
-                self._graph.nodes[node]["name"] = min(forms)
-        return removed
-
-    def _surface_forms(self, node: str) -> set[str]:
-        forms = {str(d["subject_name"]) for _, _, d in self._graph.out_edges(node, data=True)}
-        forms |= {str(d["object_name"]) for _, _, d in self._graph.in_edges(node, data=True)}
-        return forms
-
-    def _release_text(self, text: str) -> bool:
-        """One edge fewer states ``text``; True when none does any more."""
-        self._text_refs[text] -= 1
-        if self._text_refs[text] <= 0:
-            del self._text_refs[text]
-            return True
-        return False
-
-    def load(self) -> None:
+    def load(self, prepare: bool = True) -> None:
         """Read the graph from its folder (the constructor does, unless ``load=False``).
 
         The snapshot that chats read is built from the file's rows; the networkx graph
         that changes edit is built after, in a thread, and a change (or an operator's
         view) that comes first waits for it. At 323,000 triples that graph took 8 s of a
-        start's 22 s."""
+        start's 22 s. After a clean close the snapshot is read back instead, and the rows
+        are read in the thread too. ``prepare=False`` starts no thread: the first change
+        or view builds what it needs (the service's way: at 323,000 triples that is 15 s
+        of Python, which beside a start slowed it, 30.1 s to /ready against 4 s for the
+        snapshot itself, and after it slowed the first chats, 5.3 s for the first)."""
+        started = time.perf_counter()
         with self._lock:
-            self._load(self._file.read(legacy=read_legacy_folder))
+            self._closed = False
+            saved = (
+                snapshot_file.load(self._folder)
+                if (self._folder / GRAPH_DB_FILE).exists()
+                else None
+            )
+            if saved is not None:
+                self._snapshot, self._versions = saved
+                self._unread = True
+            else:
+                rows = self._file.read(legacy=read_legacy_folder)
+                names = self._adopt(rows)
+                self._snapshot = GraphSnapshot.build_from(
+                    edge_items(rows), names, self._node_vectors, self._triple_vectors
+                )
+        log.info(
+            "knowledge graph: %d triples %s in %.1f s",
+            self._snapshot.edge_count,
+            "read back from the snapshot saved at the last stop" if saved else "read",
+            time.perf_counter() - started,
+        )
+        self._prepared.clear()
+        if self._pending is None and not self._unread:
+            self._prepared.set()
+        elif prepare:
+            self.prepare()
+
+    def prepare(self) -> None:
+        """Build what changes edit (the rows read, the networkx graph) in a thread now;
+        a change or an operator's view that comes first builds it itself."""
         threading.Thread(target=self._build_graph, name="kg-graph", daemon=True).start()
 
-    def _load(self, rows: GraphRows) -> None:
+    def wait_prepared(self, timeout: float | None = None) -> bool:
+        """Wait until what changes edit is built (``prepare``); False on ``timeout``."""
+        return self._prepared.wait(timeout)
+
+    def _adopt(self, rows: GraphRows) -> dict[str, str]:
+        """Take the file's versions and vectors (repaired), keep the rows for the networkx
+        graph; return the nodes' display names."""
         self._versions = dict(rows.versions)
         self._node_vectors = EmbeddingTable.adopt(rows.node_vectors.keys, rows.node_vectors.matrix)
         self._triple_vectors = EmbeddingTable.adopt(
@@ -366,26 +357,29 @@ class KnowledgeGraph:
         names = node_names(rows)
         texts = {triple_text(e.subject_name, e.predicate, e.object_name) for e in rows.edges}
         self._repair_vectors(names, texts)
-        self._snapshot = GraphSnapshot.build_from(
-            edge_items(rows), names, self._node_vectors, self._triple_vectors
-        )
         self._pending = rows
+        return names
 
     def _build_graph(self) -> None:
         try:
             with self._lock:
-                self._mutable()
+                if not self._closed:  # closed first (a short test, a start that failed)
+                    self._mutable()
         except Exception:  # the rows stay: the next change or view builds it
             log.exception("knowledge graph: building the graph after the start failed")
 
     def _mutable(self) -> None:
         """Build the networkx graph from the rows a start read, if not yet done (the
         caller holds the lock). A build that fails is tried again on the next call."""
+        if self._unread:
+            self._adopt(self._file.read(legacy=read_legacy_folder))
+            self._unread = False
         rows = self._pending
         if rows is not None:
             started = time.perf_counter()
-            self._graph, self._doc_edges, self._text_refs = graph_from_rows(rows)
+            self._edits = GraphEdits(*graph_from_rows(rows))
             self._pending = None
+            self._prepared.set()
             log.info(
                 "knowledge graph: %d triples ready for changes (built in %.1f s)",
                 len(rows.edges),
@@ -399,7 +393,7 @@ class KnowledgeGraph:
         dropped_nodes = self._node_vectors.retain(set(names))
         dropped_texts = self._triple_vectors.retain(texts)
         if self._autosave and (added_nodes or added_texts or dropped_nodes or dropped_texts):
-            self._file.write(
+            self._write(
                 GraphChange(
                     node_vectors=Vectors(added_nodes, self._node_vectors.gather(added_nodes)),
                     triple_vectors=Vectors(added_texts, self._triple_vectors.gather(added_texts)),
@@ -407,7 +401,3 @@ class KnowledgeGraph:
                     removed_triple_vectors=dropped_texts,
                 )
             )
-
-
-def _edge_text(data: Mapping[str, Any]) -> str:
-    return triple_text(str(data["subject_name"]), str(data["predicate"]), str(data["object_name"]))

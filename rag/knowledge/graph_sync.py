@@ -46,7 +46,8 @@ class GraphSync:
     def open(self) -> None:
         """Read the graph, and which document versions it reflects, from its folder."""
         with self._lock:
-            self.graph.load()
+            # What changes edit is built by the first change: chats read the snapshot.
+            self.graph.load(prepare=False)
 
     def close(self) -> None:
         self.graph.close()

@@ -14,7 +14,8 @@ in padded batches of 16 31.4. Batches are slower (padding) and make a text's vec
 depend on its neighbours, because the activations' scale is one per call: the same
 questions' dense recall@3 moved between 0.837 and 0.857 with the batching alone. Alone,
 recall@3 was 0.865 (float32: 0.857), the vectors' cosine to float32's 0.983 at the
-least (0.994 on average).
+least (0.994 on average). Questions are not embedded here but in float32
+(``Embedder.embed_questions`` says why).
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import onnxruntime
 import torch
 from sentence_transformers import SentenceTransformer
 
@@ -47,6 +47,8 @@ def exported_path(model_path: Path, folder: Path) -> Path:
     """The int8 file for the model at ``model_path``: named by the weights' size and
     modification time and ONNX Runtime's version, so a new model or quantizer exports
     again instead of reusing a stale file."""
+    import onnxruntime  # only int8 needs it: not imported with the module (a start's cost)
+
     weights = model_path / "model.safetensors"
     stat = weights.stat()
     version = onnxruntime.__version__.replace(".", "_")
@@ -120,6 +122,8 @@ class Int8Encoder:
     """Runs the exported model: each text on its own, on ``threads`` threads."""
 
     def __init__(self, model_file: Path, tokenizer: Any, window: int, threads: int) -> None:
+        import onnxruntime
+
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1

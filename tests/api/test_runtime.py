@@ -8,6 +8,7 @@ from pathlib import Path
 from api.config import Settings
 from api.runtime import Runtime
 from rag.knowledge.embedding import Embedder
+from rag.knowledge.models import DocumentIn
 from tests.fakes import FakeEngine
 
 
@@ -25,6 +26,28 @@ def test_runtime_construction_does_no_io(tmp_path: Path) -> None:
 
     asyncio.run(open_and_stop())
     assert (data / "edge").is_dir() and (data / "warmup.sqlite3").is_file()
+
+
+def test_the_graph_is_prepared_for_changes_by_the_first_change(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    """A start leaves the graph's rows and networkx graph unbuilt, ready or not (their
+    Python would slow the start and then the first chats); the first change builds them."""
+    settings = Settings(data_dir=tmp_path, seed_sample_kb=False)  # seeding is a change
+    runtime = Runtime(settings, embedder=embedder, llm=FakeEngine())
+
+    async def start() -> None:
+        await runtime.open()
+        runtime.start()
+        await runtime.wait_ready()
+        assert runtime.phase.value == "ready" and not runtime.graph.wait_prepared(timeout=0)
+        await runtime.knowledge.ingest(
+            [DocumentIn(id="lyon", text="Lyon lies on the Rhone. Lyon hosts a festival.")]
+        )
+        assert runtime.graph.wait_prepared(timeout=0) and runtime.graph.edge_count > 0
+        await runtime.stop()
+
+    asyncio.run(start())
 
 
 def test_the_fact_choice_is_path_aware_unless_turned_off(tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """The scale section's start-up measurement (``bench.scale_startup``) on the test
 session's vLLM: a data folder of real chunks' copies and a graph of the real corpus's
-density, committed as the service commits them, then ``python -m api serve`` on it."""
+density, committed as the service commits them, then ``python -m api serve`` on it, and
+again after its clean stop (the graph's snapshot read back)."""
 
 from __future__ import annotations
 
@@ -30,14 +31,15 @@ def test_the_service_starts_on_a_built_folder_and_answers(
     ]
     vectors = embedder.embed_texts(TEXTS)
     rows = run([300], True, tmp_path, chunks, vectors, log=lambda _: None, vllm_url=vllm.url)
-    baseline, built = rows
+    baseline, built, again = rows
     assert (baseline.chunks, baseline.triples) == (0, 0)
-    assert built.chunks == 300
+    assert built.chunks == again.chunks == 300 and again.triples == built.triples
+    assert (baseline.after_stop, built.after_stop, again.after_stop) == (False, False, True)
     per_chunk, _ = GRAPH_PER_CHUNK
     assert 0.8 * per_chunk * 300 < built.triples < 1.2 * per_chunk * 300
     for row in rows:
-        assert 0 < row.health_s <= row.ready_s
+        assert 0 < row.health_s <= row.ready_s and row.first_change_s > 0
         assert row.service_rss_mib > 0 and row.settled_rss_mib > 0 and row.index_rss_mib > 0
     # The question is answered from the folder's passages: its index and state agree.
-    assert built.passages == 3 and baseline.passages == 0
+    assert built.passages == again.passages == 3 and baseline.passages == 0
     assert not any(tmp_path.iterdir())  # each folder removed after its start

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kg import EmbedFn, KnowledgeGraph, TripleExtractor
+from kg import EmbedFn, KnowledgeGraph, TripleExtractor, snapshot_file
 from kg.graph_file import GRAPH_DB_FILE, LEGACY_GRAPH_FILE, GraphChange, GraphFile
 from tests.kg.kg_testdata import CountingEmbed, corpus_triples, supplied
 
@@ -137,11 +137,12 @@ def test_persistence_reloads_without_reembedding(
     np.testing.assert_array_equal(second.snapshot.edge_vectors, first.snapshot.edge_vectors)
     np.testing.assert_array_equal(second.snapshot.node_vectors, first.snapshot.node_vectors)
 
-    # One SQLite file (and its write-ahead log) holds it all.
+    # One SQLite file (and its write-ahead log) holds it all; a close adds the snapshot.
     assert {p.name for p in folder.iterdir()} <= {
         GRAPH_DB_FILE,
         f"{GRAPH_DB_FILE}-wal",
         f"{GRAPH_DB_FILE}-shm",
+        snapshot_file.FILE,
     }
 
     # A change after reload embeds only what is new, and is itself persisted.

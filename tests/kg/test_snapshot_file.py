@@ -1,0 +1,108 @@
+"""The snapshot saved at a clean close (``kg.snapshot_file``): the next start reads it
+back instead of every row, it equals the one the rows give, a write removes it first,
+so a crash never leaves a stale one, and a damaged one is ignored."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+import kg.store
+from kg import EmbedFn, KnowledgeGraph
+from kg.graph_file import GraphFile
+from kg.snapshot_file import FILE
+from tests.kg.kg_testdata import supplied
+from tests.kg.test_kg_load import assert_same_snapshot, saved  # noqa: F401  (the fixture)
+
+
+def rows_read(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """Folders whose rows are read from here on."""
+    calls: list[Path] = []
+    read = GraphFile.read
+
+    def counting(self: GraphFile, *args: object, **kwargs: object) -> object:
+        calls.append(self._folder)
+        return read(self, *args, **kwargs)
+
+    monkeypatch.setattr(GraphFile, "read", counting)
+    return calls
+
+
+def test_a_start_after_a_clean_close_reads_the_snapshot_back(
+    saved: KnowledgeGraph,  # noqa: F811
+    embed_fn: EmbedFn,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    saved.close()
+    assert (saved.folder / FILE).is_file()
+    held = kg.store.KnowledgeGraph._build_graph
+    monkeypatch.setattr(kg.store.KnowledgeGraph, "_build_graph", lambda self: None)
+    reads = rows_read(monkeypatch)
+    again = KnowledgeGraph(saved.folder, embed_fn)
+    assert reads == []  # what a start waits for read no row
+    assert_same_snapshot(again.snapshot, saved.snapshot)
+    assert again.document_versions() == saved.document_versions()
+    assert again.document_ids() == saved.document_ids()
+    monkeypatch.setattr(kg.store.KnowledgeGraph, "_build_graph", held)
+    # The rows are read when the graph is first needed, and it edits as the original.
+    for graph in (saved, again):
+        assert graph.triples_for_document("curie")
+        graph.remove_documents(["paris"])
+    assert reads == [saved.folder]
+    assert_same_snapshot(again.snapshot, saved.snapshot)
+
+
+def test_a_write_removes_the_snapshot_so_a_crash_never_reads_a_stale_one(
+    saved: KnowledgeGraph,  # noqa: F811
+    embed_fn: EmbedFn,
+) -> None:
+    saved.close()
+    again = KnowledgeGraph(saved.folder, embed_fn)
+    again.replace_documents(
+        {"new": supplied("new", ("Lyon", "lies on", "Rhone"))}, {"new": "v-new"}
+    )
+    assert not (saved.folder / FILE).exists()
+    # No close: the process died. The next start builds from the rows, with the change.
+    after_crash = KnowledgeGraph(saved.folder, embed_fn)
+    assert after_crash.document_versions()["new"] == "v-new"
+    assert_same_snapshot(after_crash.snapshot, again.snapshot)
+
+
+def test_a_damaged_or_foreign_snapshot_is_ignored(
+    saved: KnowledgeGraph,  # noqa: F811
+    embed_fn: EmbedFn,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    saved.close()
+    (saved.folder / FILE).write_bytes(b"not a snapshot")
+    (saved.folder / ".snapshot-left-by-a-crash.npz").write_bytes(b"partial")
+    with caplog.at_level(logging.WARNING, logger="kg.snapshot_file"):
+        again = KnowledgeGraph(saved.folder, embed_fn)
+    assert "ignoring the saved snapshot" in caplog.text
+    assert_same_snapshot(again.snapshot, saved.snapshot)
+    assert not (saved.folder / ".snapshot-left-by-a-crash.npz").exists()
+
+
+def test_a_snapshot_without_its_graph_file_is_not_read(
+    saved: KnowledgeGraph,  # noqa: F811
+    embed_fn: EmbedFn,
+) -> None:
+    """An operator who deletes graph.sqlite3 alone gets an empty graph, not the old one."""
+    saved.close()
+    (saved.folder / "graph.sqlite3").unlink()
+    again = KnowledgeGraph(saved.folder, embed_fn)
+    assert again.edge_count == 0 and again.document_versions() == {}
+
+
+def test_a_graph_loaded_unprepared_builds_for_its_first_change(
+    saved: KnowledgeGraph,  # noqa: F811
+    embed_fn: EmbedFn,
+) -> None:
+    saved.close()
+    graph = KnowledgeGraph(saved.folder, embed_fn, load=False)
+    graph.load(prepare=False)
+    assert not graph.wait_prepared(timeout=0)  # no thread was started
+    graph.remove_documents(["paris"])  # builds it first, in this thread
+    assert graph.wait_prepared(timeout=0) and "paris" not in graph.document_ids()
