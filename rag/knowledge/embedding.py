@@ -224,6 +224,8 @@ class Embedder:
         # each one, so a chat's question waits for one batch (~0.3 s), not the ingest.
         for start in range(0, len(texts), self.batch_size):
             with self._lock:
+                if self._encode is None:  # ``follow`` switched precision meanwhile
+                    self._load()
                 encode = self._encode_questions if questions else self._encode
                 assert encode is not None
                 batch = list(texts[start : start + self.batch_size])
@@ -248,5 +250,6 @@ def _shared(precision: EmbeddingPrecision | None) -> Embedder:
 
 
 if __name__ == "__main__":  # `make install` and the Dockerfile: export the int8 model once
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    logging.basicConfig(format="%(message)s")  # the quantizer's own notes stay quiet
+    log.setLevel(logging.INFO)
     Embedder(precision=EmbeddingPrecision.INT8).warm_up()
