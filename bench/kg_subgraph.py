@@ -112,7 +112,7 @@ def make_questions(
     graph: KnowledgeGraph, count: int, rng: np.random.Generator
 ) -> list[tuple[str, np.ndarray, list[tuple[str, str]]]]:
     snap = graph.snapshot
-    chunks = sorted(snap.chunk_edges)
+    chunks = sorted((doc, chunk) for doc, chunk in snap.chunks.chunk_keys() if chunk is not None)
     questions = []
     for _ in range(count):
         edge = int(rng.integers(snap.edge_count))

@@ -8,12 +8,13 @@ and how many edges state each triple text (a text no edge states loses its vecto
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 import networkx as nx
 
 from kg.graph_file import EdgeRef
+from kg.index import SnapshotChange
 from kg.models import Triple, triple_text
 
 
@@ -33,6 +34,22 @@ class GraphEdits:
     def names(self, nodes: Iterable[str]) -> dict[str, str]:
         """Display names of those of ``nodes`` still in the graph."""
         return {n: str(self.graph.nodes[n].get("name", n)) for n in nodes if n in self.graph}
+
+    def snapshot_change(
+        self, docs: Collection[str], touched: set[str], removed_nodes: set[str]
+    ) -> SnapshotChange:
+        """What a change that replaced ``docs`` (and touched, removed these nodes) did,
+        for ``GraphSnapshot.apply``."""
+        return SnapshotChange(
+            removed_docs=set(docs),
+            edges=[
+                (u, v, key, self.graph.edges[u, v, key])
+                for doc_id in docs
+                for u, v, key in self.doc_edges.get(doc_id, [])
+            ],
+            names=self.names(touched),
+            removed_nodes=removed_nodes,
+        )
 
     def drop_edges(self, doc_id: str, released: set[str]) -> set[str]:
         """Remove the document's edges; add texts no edge states any more to ``released``."""

@@ -1,28 +1,56 @@
 """An immutable, array-based view of the graph built for fast subgraph selection.
 
 networkx is the store's source of truth, but walking its dicts and sorting edges per query
-would cost milliseconds. After each change the store builds one ``GraphSnapshot`` (at a
-start, from the file's rows, before the networkx graph exists): nodes and
-edges in a canonical order (so results never depend on insertion history), adjacency in CSR
-form, per-chunk edge lists and contiguous embedding matrices. Queries read a snapshot without
-locks; a change swaps in a new one.
+would cost milliseconds. The store keeps one ``GraphSnapshot``: nodes and edges in a
+canonical order (so results never depend on insertion history), adjacency in CSR form,
+per-chunk edge lists (``kg.edge_lists``) and the vectors as rows of the embedding tables
+(``VectorRows``, no copies). Queries read a snapshot without locks; a change swaps in a
+new one.
+
+A start builds it whole (``build_from``, from the file's rows, before the networkx graph
+exists). A change patches the previous one (``apply``): rebuilt whole, one document's
+change took 8.6 s of its 10.6 s at 323,000 triples, all of it Python work per edge; the
+patch does Python work per changed edge and array copies for the rest. Both give the same
+snapshot (``tests/kg/test_snapshot_apply.py``).
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from bisect import bisect_left
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import networkx as nx
 import numpy as np
 
-from kg.embeddings import EmbeddingTable
+from kg.edge_lists import ChunkIndex
+from kg.embeddings import EmbeddingTable, VectorRows
 from kg.models import triple_text
 from kg.normalize import normalize_predicate
 
 _EMPTY_INT = np.zeros(0, dtype=np.int64)
+
+EdgeItem = tuple[str, str, str, Mapping[str, Any]]
+"""(subject key, object key, edge key, attributes), as the networkx graph holds an edge."""
+
+
+def _no_vectors() -> VectorRows:
+    return VectorRows(np.zeros((0, 0), np.float32), _EMPTY_INT)
+
+
+@dataclass(frozen=True)
+class SnapshotChange:
+    """What one change did to the graph, as ``GraphSnapshot.apply`` takes it."""
+
+    removed_docs: Collection[str]
+    """Documents whose edges all went (a replaced document's included)."""
+    edges: Sequence[EdgeItem]
+    """The edges the change added."""
+    names: Mapping[str, str]
+    """Display names of the nodes the change touched that remain (new ones included)."""
+    removed_nodes: Collection[str]
+    """Nodes the change left without edges, gone."""
 
 
 @dataclass(frozen=True)
@@ -32,9 +60,13 @@ class GraphSnapshot:
     node_keys: list[str] = field(default_factory=list)
     node_names: list[str] = field(default_factory=list)
     node_index: dict[str, int] = field(default_factory=dict)
-    node_vectors: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    node_vectors: VectorRows = field(default_factory=_no_vectors)
     edge_subject: np.ndarray = field(default_factory=lambda: _EMPTY_INT)
     edge_object: np.ndarray = field(default_factory=lambda: _EMPTY_INT)
+    # Normalized predicates, numbered: edges are ordered, and grouped, by them.
+    edge_predicate_id: np.ndarray = field(default_factory=lambda: _EMPTY_INT)
+    predicate_keys: list[str] = field(default_factory=list)
+    edge_key: list[str] = field(default_factory=list)
     edge_subject_name: list[str] = field(default_factory=list)
     edge_predicate: list[str] = field(default_factory=list)
     edge_object_name: list[str] = field(default_factory=list)
@@ -45,11 +77,10 @@ class GraphSnapshot:
     # Edges with the same normalized (subject, predicate, object) share a group: one fact
     # stated by several documents is offered once.
     edge_group: np.ndarray = field(default_factory=lambda: _EMPTY_INT)
-    edge_vectors: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    edge_vectors: VectorRows = field(default_factory=_no_vectors)
     adjacency_ptr: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
     adjacency_edges: np.ndarray = field(default_factory=lambda: _EMPTY_INT)
-    chunk_edges: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)
-    document_edges: dict[str, np.ndarray] = field(default_factory=dict)
+    chunks: ChunkIndex = field(default_factory=ChunkIndex)
 
     @property
     def edge_count(self) -> int:
@@ -58,21 +89,19 @@ class GraphSnapshot:
 
     def document_ids(self) -> list[str]:
         """Ids of the documents that state at least one edge, sorted."""
-        return sorted({doc for doc, _ in self.chunk_edges} | set(self.document_edges))
+        return sorted(self.chunks.documents)
 
     def document_entities(self, doc_ids: Sequence[str]) -> set[str]:
         """Keys of the entities the edges of these documents join."""
-        found = [self.document_edges[d] for d in doc_ids if d in self.document_edges]
-        if not found:
+        edges = self._document_edges(doc_ids)
+        if not edges.size:
             return set()
-        edges = np.concatenate(found)
         nodes = np.unique(np.concatenate([self.edge_subject[edges], self.edge_object[edges]]))
         return {self.node_keys[int(n)] for n in nodes}
 
     def document_edge_vectors(self, doc_ids: Sequence[str]) -> np.ndarray:
         """(n, dim) vectors of the edges these documents state (none: an empty array)."""
-        found = [self.document_edges[d] for d in doc_ids if d in self.document_edges]
-        edges = np.concatenate(found) if found else _EMPTY_INT
+        edges = self._document_edges(doc_ids)
         if not edges.size or not self.edge_vectors.size:
             return np.zeros((0, 0), np.float32)
         return np.asarray(self.edge_vectors[edges], dtype=np.float32)
@@ -80,6 +109,10 @@ class GraphSnapshot:
     def incident(self, node: int) -> np.ndarray:
         """Edge indices touching ``node`` (either direction), ascending."""
         return self.adjacency_edges[self.adjacency_ptr[node] : self.adjacency_ptr[node + 1]]
+
+    def _document_edges(self, doc_ids: Sequence[str]) -> np.ndarray:
+        found = [self.chunks.document(d) for d in dict.fromkeys(doc_ids)]
+        return np.concatenate(found) if found else _EMPTY_INT
 
     @classmethod
     def build(
@@ -92,102 +125,240 @@ class GraphSnapshot:
     @classmethod
     def build_from(
         cls,
-        edges: Iterable[tuple[str, str, str, Mapping[str, Any]]],
+        edges: Iterable[EdgeItem],
         names: Mapping[str, str],
         nodes: EmbeddingTable,
         triples: EmbeddingTable,
     ) -> GraphSnapshot:
-        """Index ``edges`` ((subject, object, key, attributes) as the graph holds them)
-        between the nodes of ``names`` (key to display name), with their vectors: a start
-        builds the snapshot from the file's rows this way, before the graph itself."""
+        """Index ``edges`` between the nodes of ``names`` (key to display name), with their
+        vectors: a start builds the snapshot from the file's rows this way."""
         if not names:
             return cls()
         node_keys = sorted(names)
         node_index = {key: i for i, key in enumerate(node_keys)}
-        node_names = [names[key] for key in node_keys]
-
-        rows = []
-        # Few distinct predicates, many edges: normalizing each edge's took a third of
-        # the build at 100,000 triples.
-        predicate_keys: dict[str, str] = {}
-        for u, v, key, data in edges:
-            chunk = data.get("chunk_id")
-            predicate = str(data["predicate"])
-            predicate_key = predicate_keys.get(predicate)
-            if predicate_key is None:
-                predicate_key = predicate_keys[predicate] = normalize_predicate(predicate)
-            rows.append(
-                (
-                    u,
-                    predicate_key,
-                    v,
-                    str(data["doc_id"]),
-                    chunk or "",
-                    str(key),
-                    predicate,
-                    data,
-                    chunk,
-                )
-            )
+        rows = _edge_rows(edges)
         rows.sort(key=lambda r: r[:6])
-
+        predicate_ids: dict[str, int] = {}
+        pid = np.fromiter(
+            (predicate_ids.setdefault(r[1], len(predicate_ids)) for r in rows), np.int64, len(rows)
+        )
         subject = np.fromiter((node_index[r[0]] for r in rows), np.int64, len(rows))
         obj = np.fromiter((node_index[r[2]] for r in rows), np.int64, len(rows))
-        group = np.zeros(len(rows), np.int64)
-        for i in range(1, len(rows)):
-            same = rows[i][:3] == rows[i - 1][:3]
-            group[i] = group[i - 1] if same else group[i - 1] + 1
-        subject_names = [str(r[7]["subject_name"]) for r in rows]
-        object_names = [str(r[7]["object_name"]) for r in rows]
-        predicates = [r[6] for r in rows]
-        texts = [
-            triple_text(s, p, o)
-            for s, p, o in zip(subject_names, predicates, object_names, strict=True)
-        ]
-
+        texts = [r[9] for r in rows]
         edge_doc = [r[3] for r in rows]
         edge_chunk = [r[8] for r in rows]
-        chunk_edges, document_edges = edge_lists(edge_doc, edge_chunk)
         return cls(
             node_keys=node_keys,
-            node_names=node_names,
+            node_names=[names[key] for key in node_keys],
             node_index=node_index,
-            node_vectors=nodes.gather(node_keys),
+            node_vectors=VectorRows.of(nodes, node_keys),
             edge_subject=subject,
             edge_object=obj,
-            edge_subject_name=subject_names,
-            edge_predicate=predicates,
-            edge_object_name=object_names,
+            edge_predicate_id=pid,
+            predicate_keys=list(predicate_ids),
+            edge_key=[r[5] for r in rows],
+            edge_subject_name=[str(r[7]["subject_name"]) for r in rows],
+            edge_predicate=[r[6] for r in rows],
+            edge_object_name=[str(r[7]["object_name"]) for r in rows],
             edge_text=texts,
             edge_doc=edge_doc,
             edge_chunk=edge_chunk,
             edge_source=[str(r[7].get("source", "supplied")) for r in rows],
-            edge_group=group,
-            edge_vectors=triples.gather(texts),
+            edge_group=_groups(subject, pid, obj),
+            edge_vectors=VectorRows.of(triples, texts),
             **_csr(subject, obj, len(node_keys)),
-            chunk_edges=chunk_edges,
-            document_edges=document_edges,
+            chunks=ChunkIndex.of(edge_doc, edge_chunk),
+        )
+
+    def apply(
+        self, change: SnapshotChange, nodes: EmbeddingTable, triples: EmbeddingTable
+    ) -> GraphSnapshot:
+        """The snapshot after ``change``, equal to ``build`` on the changed graph."""
+        # Nodes: drop the removed, insert the new at their place in key order.
+        gone = sorted(self.node_index[k] for k in change.removed_nodes if k in self.node_index)
+        kept_keys = _without(self.node_keys, gone)
+        new_keys = sorted(k for k in change.names if k not in self.node_index)
+        slots = [bisect_left(kept_keys, k) for k in new_keys]
+        node_keys = _with(kept_keys, slots, new_keys)
+        node_names = _with(
+            _without(self.node_names, gone), slots, [change.names[k] for k in new_keys]
+        )
+        node_index = dict(zip(node_keys, range(len(node_keys)), strict=True))
+        for key, name in change.names.items():
+            node_names[node_index[key]] = name
+        keep_node = np.ones(len(self.node_keys), bool)
+        keep_node[gone] = False
+        kept = np.arange(len(kept_keys))
+        renumber = np.full(len(self.node_keys), -1, np.int64)
+        renumber[keep_node] = kept + np.searchsorted(np.asarray(slots, np.int64), kept, "right")
+
+        # Edges: drop the removed documents', insert the added at their canonical place.
+        gone_edges = np.unique(self._document_edges(list(change.removed_docs)))
+        keep = np.ones(self.edge_count, bool)
+        keep[gone_edges] = False
+        subject = renumber[self.edge_subject[keep]]
+        obj = renumber[self.edge_object[keep]]
+        if (subject < 0).any() or (obj < 0).any():
+            raise ValueError("the change removed a node that kept edges")
+        pid = self.edge_predicate_id[keep]
+        drop = gone_edges.tolist()
+        lists: dict[str, Any] = {name: _without(getattr(self, name), drop) for name in EDGE_LISTS}
+        predicate_keys = list(self.predicate_keys)
+        predicate_ids = {key: i for i, key in enumerate(predicate_keys)}
+        rows = _edge_rows(change.edges)
+        rows.sort(key=lambda r: r[:6])
+
+        def canonical(i: int) -> tuple[str, str, str, str, str, str]:
+            chunk = lists["edge_chunk"][i]
+            return (
+                node_keys[subject[i]],
+                predicate_keys[pid[i]],
+                node_keys[obj[i]],
+                lists["edge_doc"][i],
+                chunk or "",
+                lists["edge_key"][i],
+            )
+
+        positions: list[int] = []
+        for row in rows:
+            low = positions[-1] if positions else 0
+            positions.append(bisect_left(range(len(subject)), row[:6], low, key=canonical))
+        added = {
+            "edge_key": [r[5] for r in rows],
+            "edge_subject_name": [str(r[7]["subject_name"]) for r in rows],
+            "edge_predicate": [r[6] for r in rows],
+            "edge_object_name": [str(r[7]["object_name"]) for r in rows],
+            "edge_text": [r[9] for r in rows],
+            "edge_doc": [r[3] for r in rows],
+            "edge_chunk": [r[8] for r in rows],
+            "edge_source": [str(r[7].get("source", "supplied")) for r in rows],
+        }
+        for name, values in added.items():
+            lists[name] = _with(lists[name], positions, values)
+        if rows:
+            subject = np.insert(subject, positions, [node_index[r[0]] for r in rows])
+            obj = np.insert(obj, positions, [node_index[r[2]] for r in rows])
+            new_pids = [predicate_ids.setdefault(r[1], len(predicate_ids)) for r in rows]
+            predicate_keys = list(predicate_ids)
+            pid = np.insert(pid, positions, new_pids)
+        return GraphSnapshot(
+            node_keys=node_keys,
+            node_names=node_names,
+            node_index=node_index,
+            node_vectors=_spliced(self.node_vectors, nodes, keep_node, slots, new_keys, node_keys),
+            edge_subject=subject,
+            edge_object=obj,
+            edge_predicate_id=pid,
+            predicate_keys=predicate_keys,
+            edge_group=_groups(subject, pid, obj),
+            edge_vectors=_spliced(
+                self.edge_vectors, triples, keep, positions, added["edge_text"], lists["edge_text"]
+            ),
+            **_csr(subject, obj, len(node_keys)),
+            chunks=self.chunks.apply(
+                change.removed_docs, keep, positions, [(r[3], r[8]) for r in rows]
+            ),
+            **lists,
         )
 
 
-def edge_lists(
-    edge_doc: Sequence[str], edge_chunk: Sequence[str | None]
-) -> tuple[dict[tuple[str, str], np.ndarray], dict[str, np.ndarray]]:
-    """``chunk_edges`` and ``document_edges`` (edges without a chunk) of the edges."""
-    chunk_lists: dict[tuple[str, str], list[int]] = defaultdict(list)
-    doc_lists: dict[str, list[int]] = defaultdict(list)
-    for i, (doc, chunk) in enumerate(zip(edge_doc, edge_chunk, strict=True)):
-        if chunk is None:
-            doc_lists[doc].append(i)
-        else:
-            chunk_lists[(doc, str(chunk))].append(i)
-    return (
-        {k: np.array(v, np.int64) for k, v in chunk_lists.items()},
-        {k: np.array(v, np.int64) for k, v in doc_lists.items()},
-    )
+#: The per-edge lists of strings, in field order.
+EDGE_LISTS = (
+    "edge_key",
+    "edge_subject_name",
+    "edge_predicate",
+    "edge_object_name",
+    "edge_text",
+    "edge_doc",
+    "edge_chunk",
+    "edge_source",
+)
 
 
-def _csr(subject: np.ndarray, obj: np.ndarray, node_count: int) -> dict[str, np.ndarray]:
+def _edge_rows(edges: Iterable[EdgeItem]) -> list[tuple[Any, ...]]:
+    """One row per edge, its canonical sort key first: (subject key, predicate key,
+    object key, doc, chunk or "", edge key), then predicate, attributes, chunk, text."""
+    rows = []
+    # Few distinct predicates, many edges: normalizing each edge's took a third of
+    # the build at 100,000 triples.
+    predicate_keys: dict[str, str] = {}
+    for u, v, key, data in edges:
+        chunk = data.get("chunk_id")
+        predicate = str(data["predicate"])
+        predicate_key = predicate_keys.get(predicate)
+        if predicate_key is None:
+            predicate_key = predicate_keys[predicate] = normalize_predicate(predicate)
+        text = triple_text(str(data["subject_name"]), predicate, str(data["object_name"]))
+        rows.append(
+            (
+                u,
+                predicate_key,
+                v,
+                str(data["doc_id"]),
+                chunk or "",
+                str(key),
+                predicate,
+                data,
+                chunk,
+                text,
+            )
+        )
+    return rows
+
+
+def _groups(subject: np.ndarray, predicate: np.ndarray, obj: np.ndarray) -> np.ndarray:
+    """Group numbers: consecutive edges with the same (subject, predicate, object) share one."""
+    group = np.zeros(len(subject), np.int64)
+    if len(subject) > 1:
+        new = (subject[1:] != subject[:-1]) | (predicate[1:] != predicate[:-1])
+        new |= obj[1:] != obj[:-1]
+        np.cumsum(new, out=group[1:])
+    return group
+
+
+def _without(values: list[Any], drop: Sequence[int]) -> list[Any]:
+    """A new list: ``values`` without the items at ``drop`` (ascending)."""
+    out: list[Any] = []
+    start = 0
+    for i in drop:
+        out += values[start:i]
+        start = i + 1
+    out += values[start:]
+    return out
+
+
+def _with(values: list[Any], positions: Sequence[int], new: Sequence[Any]) -> list[Any]:
+    """A new list: ``new[m]`` inserted before ``values[positions[m]]`` (non-decreasing)."""
+    out: list[Any] = []
+    start = 0
+    for position, value in zip(positions, new, strict=True):
+        out += values[start:position]
+        out.append(value)
+        start = position
+    out += values[start:]
+    return out
+
+
+def _spliced(
+    vectors: VectorRows,
+    table: EmbeddingTable,
+    keep: np.ndarray,
+    positions: Sequence[int],
+    added: Sequence[str],
+    keys: Sequence[str],
+) -> VectorRows:
+    """``vectors`` after the same splice as the keys, taken from ``table``: the kept items'
+    rows as they were, unless the table's rows were renumbered (or the vectors came from
+    elsewhere, a snapshot read back from disk): then every key's row is looked up."""
+    if vectors.token is None or vectors.token is not table.token:
+        return VectorRows.of(table, keys)
+    rows = vectors.rows[keep]
+    if len(added):
+        rows = np.insert(rows, positions, table.rows_for(added))
+    return VectorRows(table.matrix, rows, table.token)
+
+
+def _csr(subject: np.ndarray, obj: np.ndarray, node_count: int) -> dict[str, Any]:
     """Adjacency (both directions) as CSR: edges of node n are edges[ptr[n]:ptr[n+1]]."""
     edge_ids = np.arange(len(subject), dtype=np.int64)
     loops = subject == obj  # a self-loop is listed once, not twice

@@ -23,36 +23,30 @@ from typing import Any
 
 import numpy as np
 
+from kg.edge_lists import ChunkIndex
+from kg.embeddings import VectorRows
 from kg.graph_file import GRAPH_DB_FILE
-from kg.index import GraphSnapshot, edge_lists
+from kg.index import EDGE_LISTS, GraphSnapshot
 
 log = logging.getLogger(__name__)
 
 FILE = "snapshot.npz"
 #: Bumped when the saved fields change: an older file is ignored, not misread.
-FORMAT = 1
+FORMAT = 2
 _ARRAYS = (
-    "node_vectors",
     "edge_subject",
     "edge_object",
+    "edge_predicate_id",
     "edge_group",
-    "edge_vectors",
     "adjacency_ptr",
     "adjacency_edges",
 )
-_STRINGS = (
-    "node_keys",
-    "node_names",
-    "edge_subject_name",
-    "edge_predicate",
-    "edge_object_name",
-    "edge_text",
-    "edge_doc",
-    "edge_chunk",
-    "edge_source",
-)
-_DERIVED = {"node_index", "chunk_edges", "document_edges"}
-assert {f.name for f in fields(GraphSnapshot)} == {*_ARRAYS, *_STRINGS, *_DERIVED}
+_STRINGS = ("node_keys", "node_names", "predicate_keys", *EDGE_LISTS)
+# Vectors are saved as matrices of their own: the nodes' in node order, the triple
+# texts' once per text with each edge's row.
+_VECTORS = {"node_vectors", "edge_vectors"}
+_DERIVED = {"node_index", "chunks"}
+assert {f.name for f in fields(GraphSnapshot)} == {*_ARRAYS, *_STRINGS, *_VECTORS, *_DERIVED}
 
 
 def discard(folder: Path) -> None:
@@ -82,6 +76,9 @@ def save(folder: Path, snapshot: GraphSnapshot, versions: dict[str, str]) -> Non
         {"format": FORMAT, "file": _file_state(folder), "versions": versions, **strings}
     ).encode()
     arrays: dict[str, Any] = {n: np.ascontiguousarray(getattr(snapshot, n)) for n in _ARRAYS}
+    arrays["node_vectors"] = np.asarray(snapshot.node_vectors)
+    used, arrays["edge_rows"] = np.unique(snapshot.edge_vectors.rows, return_inverse=True)
+    arrays["edge_vectors"] = snapshot.edge_vectors.matrix[used]
     handle, tmp = tempfile.mkstemp(dir=folder, prefix=".snapshot-", suffix=".npz")
     try:
         with os.fdopen(handle, "wb") as out:
@@ -107,15 +104,17 @@ def load(folder: Path) -> tuple[GraphSnapshot, dict[str, str]] | None:
             if meta.get("format") != FORMAT or meta.get("file") != _file_state(folder):
                 return None
             arrays = {name: saved[name] for name in _ARRAYS}
+            node_vectors = VectorRows.stacked(saved["node_vectors"])
+            edge_vectors = VectorRows(saved["edge_vectors"], saved["edge_rows"])
     except (OSError, ValueError, KeyError) as exc:
         log.warning("knowledge graph: ignoring the saved snapshot %s (%s)", path, exc)
         return None
     strings = {name: meta[name] for name in _STRINGS}
-    chunk_edges, document_edges = edge_lists(strings["edge_doc"], strings["edge_chunk"])
     snapshot = GraphSnapshot(
         node_index={key: i for i, key in enumerate(strings["node_keys"])},
-        chunk_edges=chunk_edges,
-        document_edges=document_edges,
+        node_vectors=node_vectors,
+        edge_vectors=edge_vectors,
+        chunks=ChunkIndex.of(strings["edge_doc"], strings["edge_chunk"]),
         **strings,
         **arrays,
     )

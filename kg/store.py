@@ -199,8 +199,10 @@ class KnowledgeGraph:
                 else:
                     filed[doc_id] = version
             self._versions = filed
-            self._snapshot = GraphSnapshot.build(
-                self._edits.graph, self._node_vectors, self._triple_vectors
+            self._snapshot = self._snapshot.apply(
+                self._edits.snapshot_change(prepared, touched, removed_nodes),
+                self._node_vectors,
+                self._triple_vectors,
             )
             if not self._autosave:
                 return
@@ -372,7 +374,14 @@ class KnowledgeGraph:
         """Build the networkx graph from the rows a start read, if not yet done (the
         caller holds the lock). A build that fails is tried again on the next call."""
         if self._unread:
-            self._adopt(self._file.read(legacy=read_legacy_folder))
+            read = self._file.read(legacy=read_legacy_folder)
+            agree = (len(read.edges), read.versions) == (self._snapshot.edge_count, self._versions)
+            names = self._adopt(read)
+            if not agree:  # the file changed after the start (not through this graph)
+                log.warning("knowledge graph: the file changed since the start; re-indexing")
+                self._snapshot = GraphSnapshot.build_from(
+                    edge_items(read), names, self._node_vectors, self._triple_vectors
+                )
             self._unread = False
         rows = self._pending
         if rows is not None:

@@ -26,7 +26,7 @@ from typing import Protocol
 
 import numpy as np
 
-from kg.embeddings import normalize_rows
+from kg.embeddings import dot_rows, normalize_rows
 from kg.index import GraphSnapshot
 from kg.intent import RelationIntent
 from kg.models import ScoredTriple, TripleSource
@@ -189,7 +189,7 @@ class SubgraphSelector:
     def _similar_nodes(self, snap: GraphSnapshot, query: np.ndarray) -> list[int]:
         if self.max_similar_nodes <= 0 or snap.node_vectors.shape[0] == 0:
             return []
-        sims = _dot(snap.node_vectors, query)
+        sims = snap.node_vectors.dot(query)
         above = np.flatnonzero(sims >= self.similarity_threshold)
         if above.size == 0:
             return []
@@ -242,7 +242,7 @@ class SubgraphSelector:
         passage_edges: np.ndarray,
     ) -> np.ndarray:
         """Cosine to the question, plus the boost for edges of the retrieved passages."""
-        scores = _dot(snap.edge_vectors[candidates], query).astype(np.float64)
+        scores = dot_rows(snap.edge_vectors[candidates], query).astype(np.float64)
         if passage_edges.size and self.passage_boost:
             scores += self.passage_boost * np.isin(candidates, passage_edges)
         return scores
@@ -303,12 +303,12 @@ def _passage_edges(snap: GraphSnapshot, passages: Sequence[PassageLike]) -> np.n
         doc_id, chunk_id = (
             passage if isinstance(passage, tuple) else (passage.doc_id, passage.chunk_id)
         )
-        edges = snap.chunk_edges.get((doc_id, chunk_id))
+        edges = snap.chunks.edges(doc_id, chunk_id)
         if edges is not None:
             parts.append(edges)
         docs.append(doc_id)
     for doc_id in dict.fromkeys(docs):
-        edges = snap.document_edges.get(doc_id)
+        edges = snap.chunks.edges(doc_id, None)
         if edges is not None:
             parts.append(edges)
     if not parts:
@@ -316,16 +316,6 @@ def _passage_edges(snap: GraphSnapshot, passages: Sequence[PassageLike]) -> np.n
     merged = np.concatenate(parts)
     _, first = np.unique(merged, return_index=True)
     return merged[np.sort(first)]
-
-
-def _dot(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
-    """Row-wise dot products without BLAS.
-
-    A multi-threaded BLAS matrix-vector product was 6x slower than this on a busy 2-core
-    machine (threads spin waiting for cores), and its summation order can depend on the thread
-    count; einsum runs on the calling thread, in a fixed order.
-    """
-    return np.einsum("ij,j->i", matrix, vector)
 
 
 def _unique_in_order(values: np.ndarray) -> np.ndarray:

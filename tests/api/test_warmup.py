@@ -86,7 +86,10 @@ def test_unrelated_ingest_extends_ttls_and_sends_no_prefill(warm_service: Servic
         {"id": "piano", "text": "A grand piano has eighty-eight keys and three pedals."}
     )
     report = warm_service.warmup_cycle()[0]
-    assert report["affected"] == 0 and report["warm_requests"] == 0
+    # The piano's facts may pass the detector's fact test (the registry keeps no facts,
+    # so its bar is the lowest a held fact can have): such an entry is retrieved again,
+    # found unchanged, and only extended.
+    assert report["rewarmed"] == 0 and report["warm_requests"] == 0
     assert report["extended"] == len(before)
     after = warm_service.registry()
     assert after["warm_requests_sent"] == sent, "an unrelated document caused a prefill"
@@ -236,7 +239,10 @@ def test_hot_cycles_retrieve_a_query_again_only_after_a_change_that_can_move_it(
     start_service: ServiceFactory,
 ) -> None:
     # No budget: the seeds stay hot and unwarmed, so every hot cycle plans them again.
-    service = start_service(warmup_budget_share=0.0)
+    # No extraction: a document's extracted facts, scoring 0.1 or more against a question
+    # whose context holds fewer than three facts, could be chosen (the path gain), and the
+    # rule rightly re-retrieves then; this test is about the chunks' part of the rule.
+    service = start_service(warmup_budget_share=0.0, kg_extraction=False)
     service.ingest(*DOCS)
     seed(service, ZORN_Q, "How many moons does Mars have?")
     retriever = service.runtime.retriever

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from kg import EmbedFn, Triple, TripleExtractor
+from kg.index import EDGE_LISTS, GraphSnapshot
 
 
 class CountingEmbed:
@@ -65,3 +67,25 @@ def corpus_triples(extractor: TripleExtractor, doc_id: str) -> list[Triple]:
     if doc_id == "curie":
         triples += supplied("curie", ("Warsaw", "capital of", "Poland"))
     return triples
+
+
+def snapshot_content(snap: GraphSnapshot) -> dict[str, Any]:
+    """What a snapshot says about the graph, comparable with ``==``: two snapshots of one
+    graph agree on this however they were made (built, patched, read back), even where
+    they number predicates or chunks, or lay out their vectors, differently."""
+    arrays = ("edge_subject", "edge_object", "edge_group", "adjacency_ptr", "adjacency_edges")
+    lists = ("node_keys", "node_names", *EDGE_LISTS)
+    return {
+        **{name: list(getattr(snap, name)) for name in lists},
+        **{name: getattr(snap, name).tolist() for name in arrays},
+        "node_index": dict(snap.node_index),
+        "edge_predicate_key": [snap.predicate_keys[p] for p in snap.edge_predicate_id],
+        "node_vectors": np.asarray(snap.node_vectors).tolist(),
+        "edge_vectors": np.asarray(snap.edge_vectors).tolist(),
+        "chunks": {key: _listed(snap.chunks.edges(*key)) for key in snap.chunks.chunk_keys()},
+        "documents": {doc: snap.chunks.document(doc).tolist() for doc in snap.document_ids()},
+    }
+
+
+def _listed(edges: np.ndarray | None) -> list[int] | None:
+    return None if edges is None else edges.tolist()

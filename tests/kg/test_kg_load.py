@@ -3,7 +3,6 @@ graph that changes edit is built after it, in a thread (``KnowledgeGraph.load``)
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 from pathlib import Path
@@ -17,20 +16,11 @@ from kg import EmbedFn, KnowledgeGraph, TripleExtractor
 from kg.embeddings import EmbeddingTable
 from kg.graph_file import GraphRows
 from kg.index import GraphSnapshot
-from tests.kg.kg_testdata import CountingEmbed, corpus_triples, supplied
+from tests.kg.kg_testdata import CountingEmbed, corpus_triples, snapshot_content, supplied
 
 
 def assert_same_snapshot(got: GraphSnapshot, want: GraphSnapshot) -> None:
-    for field in dataclasses.fields(GraphSnapshot):
-        a, b = getattr(got, field.name), getattr(want, field.name)
-        if isinstance(b, np.ndarray):
-            np.testing.assert_array_equal(a, b, err_msg=field.name)
-        elif isinstance(b, dict) and b and isinstance(next(iter(b.values())), np.ndarray):
-            assert a.keys() == b.keys(), field.name
-            for key in b:
-                np.testing.assert_array_equal(a[key], b[key], err_msg=f"{field.name}[{key}]")
-        else:
-            assert a == b, field.name
+    assert snapshot_content(got) == snapshot_content(want)
 
 
 @pytest.fixture
@@ -143,11 +133,13 @@ def test_a_table_adopts_its_matrix_and_grows_past_it() -> None:
     table = EmbeddingTable.adopt(["a", "b", "c"], matrix)
     assert np.shares_memory(table.gather(["a"]), matrix) is False  # gather copies out
     np.testing.assert_array_equal(table.gather(["c", "a"]), matrix[[2, 0]])
+    rows = table.rows_for(["a", "b"])
     table.add(["d", "a"], np.ones((2, 4), np.float32))  # grows past the adopted rows
     np.testing.assert_array_equal(table.gather(["a", "b", "d"]), [[1] * 4, matrix[1], [1] * 4])
     table.discard(["b"])
-    table.add(["e"], np.full((1, 4), 2, np.float32))  # reuses b's row
+    table.add(["e"], np.full((1, 4), 2, np.float32))  # a new row: a's old and b's stay
     assert len(table) == 4 and "b" not in table
+    np.testing.assert_array_equal(table.matrix[rows], [matrix[0], matrix[1]])
     with pytest.raises(ValueError, match="repeat"):
         EmbeddingTable.adopt(["a", "a"], np.zeros((2, 4), np.float32))
     with pytest.raises(ValueError, match="float32"):

@@ -47,11 +47,29 @@ def test_a_start_after_a_clean_close_reads_the_snapshot_back(
     assert again.document_ids() == saved.document_ids()
     monkeypatch.setattr(kg.store.KnowledgeGraph, "_build_graph", held)
     # The rows are read when the graph is first needed, and it edits as the original.
-    for graph in (saved, again):
+    for graph in (again, saved):
         assert graph.triples_for_document("curie")
         graph.remove_documents(["paris"])
     assert reads == [saved.folder]
     assert_same_snapshot(again.snapshot, saved.snapshot)
+
+
+def test_a_file_changed_after_a_snapshot_start_is_indexed_again(
+    saved: KnowledgeGraph,  # noqa: F811
+    embed_fn: EmbedFn,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Another writer (never the service: one process holds the folder) changes the file
+    between a start from the snapshot and its first change: that change reads the rows
+    and indexes them again rather than patch a snapshot that no longer matches them."""
+    saved.close()
+    again = KnowledgeGraph(saved.folder, embed_fn, load=False)
+    again.load(prepare=False)  # the service's way: the first change reads the rows
+    saved.remove_documents(["paris"])  # the other writer
+    again.remove_documents(["curie"])
+    assert "changed since the start" in caplog.text
+    assert again.document_ids() == ["facts", "more"]
+    assert_same_snapshot(again.snapshot, KnowledgeGraph(saved.folder, embed_fn).snapshot)
 
 
 def test_a_write_removes_the_snapshot_so_a_crash_never_reads_a_stale_one(

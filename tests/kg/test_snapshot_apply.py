@@ -1,0 +1,132 @@
+"""A change patches the graph's snapshot (``GraphSnapshot.apply``) instead of rebuilding
+it: the patched snapshot must say exactly what a whole build of the same graph says, and
+a snapshot already handed to a query must never change under it."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kg import KnowledgeGraph, Triple
+from kg.edge_lists import ChunkIndex
+from kg.embeddings import EmbeddingTable
+from tests.kg.kg_testdata import snapshot_content
+
+NAMES = [f"{first} {last}" for first in ("Ada", "Bo", "Cy", "Di") for last in ("Ng", "Ok", "Po")]
+PREDICATES = ["born in", "Born in", "works at", "wrote", "is part of", "uses"]
+
+
+def hashed_embed(texts: Sequence[str]) -> np.ndarray:
+    """Unit vectors seeded by each text's hash: the same text, the same vector (the
+    vectors' meaning is irrelevant here, only that each row is the right one)."""
+    rows = []
+    for text in texts:
+        seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
+        rows.append(np.random.default_rng(seed).standard_normal(16))
+    vectors = np.asarray(rows, np.float32)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def random_document(rng: random.Random, doc_id: str) -> list[Triple]:
+    """0-7 triples: names in varied case (display names change as documents come and
+    go), predicates that normalize alike, facts other documents state too, chunk-level
+    and document-level ones."""
+    triples = []
+    for _ in range(rng.randrange(8)):
+        subject, obj = rng.sample(NAMES, 2)
+        if rng.random() < 0.3:
+            subject = subject.upper() if rng.random() < 0.5 else subject.lower()
+        chunk = rng.choice([None, f"{doc_id}#0", f"{doc_id}#1", f"{doc_id}#2"])
+        triples.append(
+            Triple(
+                subject=subject,
+                predicate=rng.choice(PREDICATES),
+                object=obj,
+                doc_id=doc_id,
+                chunk_id=chunk,
+                source="supplied" if chunk is None else "extracted",
+            )
+        )
+    return triples
+
+
+@pytest.mark.parametrize("reclaim", [False, True], ids=["rows-kept", "rows-reclaimed"])
+def test_a_patched_snapshot_is_the_one_a_build_gives(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reclaim: bool
+) -> None:
+    """80 random changes; after each, the snapshot equals the one a start builds from the
+    file's rows. ``rows-reclaimed`` compacts the embedding tables and renumbers chunk ids
+    at every chance, so the paths that look every row up again run too."""
+    if reclaim:
+        monkeypatch.setattr(EmbeddingTable, "_MIN_DEAD", 0)
+        monkeypatch.setattr(EmbeddingTable, "_DEAD_SHARE", 0.0)
+        monkeypatch.setattr(ChunkIndex, "_SPARE_IDS", 0)
+    rng = random.Random(7)
+    graph = KnowledgeGraph(tmp_path / "kg", hashed_embed)
+    documents = [f"doc-{i}" for i in range(8)]
+    for step in range(80):
+        chosen = rng.sample(documents, rng.randrange(1, 4))
+        if rng.random() < 0.25:
+            graph.remove_documents(chosen)
+        else:
+            graph.replace_documents({d: random_document(rng, d) for d in chosen})
+        built = KnowledgeGraph(tmp_path / "kg", hashed_embed, autosave=False)
+        assert snapshot_content(graph.snapshot) == snapshot_content(built.snapshot), step
+    assert graph.edge_count > 10  # the walk ended with a graph worth comparing
+
+
+def test_a_snapshot_in_use_keeps_its_vectors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tables never rewrite a row a snapshot refers to: not when a document goes,
+    not when its entities and texts come back with other vectors, not on compaction."""
+    monkeypatch.setattr(EmbeddingTable, "_MIN_DEAD", 0)
+    rng = random.Random(3)
+    graph = KnowledgeGraph(tmp_path / "kg", hashed_embed)
+    graph.replace_documents({f"doc-{i}": random_document(rng, f"doc-{i}") for i in range(6)})
+    held = graph.snapshot
+    before = (np.asarray(held.node_vectors).copy(), np.asarray(held.edge_vectors).copy())
+    tokens = set()
+    for _ in range(20):
+        tokens.add(id(held.node_vectors.token))
+        chosen = rng.sample([f"doc-{i}" for i in range(6)], 3)
+        graph.remove_documents(chosen[:1])
+        graph.replace_documents({d: random_document(rng, d) for d in chosen[1:]})
+        tokens.add(id(graph.snapshot.node_vectors.token))
+    assert len(tokens) > 2  # the node table was compacted along the way
+    np.testing.assert_array_equal(np.asarray(held.node_vectors), before[0])
+    np.testing.assert_array_equal(np.asarray(held.edge_vectors), before[1])
+
+
+def test_a_table_grows_by_a_quarter_and_compacts_what_it_dropped() -> None:
+    table = EmbeddingTable()
+    table.add([f"k{i}" for i in range(4000)], np.ones((4000, 8), np.float32))
+    for i in range(4000, 4100):
+        table.add([f"k{i}"], np.full((1, 8), i, np.float32))
+    assert table.matrix.shape == (4100, 8)
+    assert table._matrix.shape[0] <= 4100 * 1.25 + 64  # not doubled
+    token = table.token
+    table.discard([f"k{i}" for i in range(2000)])  # half dropped: compacted
+    assert table.token is not token and table.matrix.shape[0] == 2100
+    np.testing.assert_array_equal(table.gather(["k4099", "k2000"]), [[4099] * 8, [1] * 8])
+
+
+def test_a_documents_facts_are_all_of_its_edges(tmp_path: Path) -> None:
+    """What the change rule reads of a changed document (its facts' vectors and the
+    entities they join) covers the facts extracted from its chunks, not only those
+    supplied for the whole document: a snapshot once listed only the latter."""
+    graph = KnowledgeGraph(tmp_path / "kg", hashed_embed)
+    extracted = Triple(
+        subject="Ada Ng", predicate="wrote", object="Bo Ok", doc_id="d", chunk_id="d#0"
+    )
+    whole = Triple(subject="Cy Po", predicate="uses", object="Di Ng", doc_id="d")
+    graph.replace_documents({"d": [extracted, whole], "e": random_document(random.Random(1), "e")})
+    snap = graph.snapshot
+    vectors = snap.document_edge_vectors(["d"])
+    np.testing.assert_allclose(vectors, hashed_embed([extracted.text, whole.text]), atol=1e-6)
+    assert snap.document_entities(["d"]) == {"ada ng", "bo ok", "cy po", "di ng"}
