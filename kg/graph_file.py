@@ -186,9 +186,10 @@ class GraphFile:
                 self._db.close()
                 self._db = None
 
-    def read(self, legacy: Any = None) -> GraphRows:
-        """Every row. A folder of the old layout is first moved in (``legacy`` reads
-        its graph file and returns ``GraphRows``)."""
+    def read(self, legacy: Any = None, vectors: bool = True) -> GraphRows:
+        """Every row (without ``vectors``, none of the vectors). A folder of the old
+        layout is first moved in (``legacy`` reads its graph file and returns
+        ``GraphRows``)."""
         with self._lock:
             db = self._connection()
             known = db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
@@ -204,7 +205,7 @@ class GraphFile:
                     GRAPH_DB_FILE,
                 )
             self._retire_legacy()
-            return self._read_all(db)
+            return self._read_all(db, vectors)
 
     def write(self, change: GraphChange) -> None:
         """Apply one change in one transaction."""
@@ -309,7 +310,7 @@ class GraphFile:
         )
 
     @staticmethod
-    def _read_all(db: sqlite3.Connection) -> GraphRows:
+    def _read_all(db: sqlite3.Connection, with_vectors: bool = True) -> GraphRows:
         try:
             edges = [
                 EdgeRow(*row)
@@ -319,7 +320,10 @@ class GraphFile:
                 )
             ]
             nodes = dict(db.execute("SELECT key, name FROM nodes"))
-            vectors = {kind: _read_vectors(db, kind) for kind in (NODE, TRIPLE)}
+            vectors = {
+                kind: _read_vectors(db, kind) if with_vectors else Vectors()
+                for kind in (NODE, TRIPLE)
+            }
             versions = dict(db.execute("SELECT doc_id, version FROM documents"))
         except sqlite3.Error as exc:
             raise as_os_error(exc) from exc

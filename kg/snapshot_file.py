@@ -25,7 +25,7 @@ import numpy as np
 
 from kg.edge_lists import ChunkIndex
 from kg.embeddings import VectorRows
-from kg.graph_file import GRAPH_DB_FILE
+from kg.graph_file import GRAPH_DB_FILE, Vectors
 from kg.index import EDGE_LISTS, GraphSnapshot
 
 log = logging.getLogger(__name__)
@@ -119,3 +119,16 @@ def load(folder: Path) -> tuple[GraphSnapshot, dict[str, str]] | None:
         **arrays,
     )
     return snapshot, dict(meta["versions"])
+
+
+def table_vectors(snapshot: GraphSnapshot) -> tuple[Vectors, Vectors]:
+    """The node and triple-text vectors of a snapshot ``load`` read back, as the file's
+    rows hold them: the graph's embedding tables adopt these matrices instead of
+    reading the same vectors again from the file (780 MiB at 323,000 triples)."""
+    texts = [""] * len(snapshot.edge_vectors.matrix)
+    for text, row in zip(snapshot.edge_text, snapshot.edge_vectors.rows.tolist(), strict=True):
+        texts[row] = text
+    return (
+        Vectors(list(snapshot.node_keys), snapshot.node_vectors.matrix),
+        Vectors(texts, snapshot.edge_vectors.matrix),
+    )

@@ -374,11 +374,14 @@ class KnowledgeGraph:
         """Build the networkx graph from the rows a start read, if not yet done (the
         caller holds the lock). A build that fails is tried again on the next call."""
         if self._unread:
-            read = self._file.read(legacy=read_legacy_folder)
-            agree = (len(read.edges), read.versions) == (self._snapshot.edge_count, self._versions)
-            names = self._adopt(read)
-            if not agree:  # the file changed after the start (not through this graph)
+            read = self._file.read(legacy=read_legacy_folder, vectors=False)
+            if (len(read.edges), read.versions) == (self._snapshot.edge_count, self._versions):
+                read.node_vectors, read.triple_vectors = snapshot_file.table_vectors(self._snapshot)
+                self._adopt(read)
+            else:  # the file changed after the start (not through this graph)
                 log.warning("knowledge graph: the file changed since the start; re-indexing")
+                read = self._file.read(legacy=read_legacy_folder)
+                names = self._adopt(read)
                 self._snapshot = GraphSnapshot.build_from(
                     edge_items(read), names, self._node_vectors, self._triple_vectors
                 )

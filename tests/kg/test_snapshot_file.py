@@ -6,25 +6,26 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import kg.store
 from kg import EmbedFn, KnowledgeGraph
-from kg.graph_file import GraphFile
+from kg.graph_file import GraphFile, GraphRows
 from kg.snapshot_file import FILE
 from tests.kg.kg_testdata import supplied
 from tests.kg.test_kg_load import assert_same_snapshot, saved  # noqa: F401  (the fixture)
 
 
-def rows_read(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
-    """Folders whose rows are read from here on."""
-    calls: list[Path] = []
+def rows_read(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Path, bool]]:
+    """(folder, with its vectors) of each read of the rows from here on."""
+    calls: list[tuple[Path, bool]] = []
     read = GraphFile.read
 
-    def counting(self: GraphFile, *args: object, **kwargs: object) -> object:
-        calls.append(self._folder)
-        return read(self, *args, **kwargs)
+    def counting(self: GraphFile, legacy: Any = None, vectors: bool = True) -> GraphRows:
+        calls.append((self._folder, vectors))
+        return read(self, legacy, vectors)
 
     monkeypatch.setattr(GraphFile, "read", counting)
     return calls
@@ -46,11 +47,12 @@ def test_a_start_after_a_clean_close_reads_the_snapshot_back(
     assert again.document_versions() == saved.document_versions()
     assert again.document_ids() == saved.document_ids()
     monkeypatch.setattr(kg.store.KnowledgeGraph, "_build_graph", held)
-    # The rows are read when the graph is first needed, and it edits as the original.
+    # The rows are read when the graph is first needed, and it edits as the original;
+    # the vectors are the snapshot's, not read from the file again.
     for graph in (again, saved):
         assert graph.triples_for_document("curie")
         graph.remove_documents(["paris"])
-    assert reads == [saved.folder]
+    assert reads == [(saved.folder, False)]
     assert_same_snapshot(again.snapshot, saved.snapshot)
 
 
@@ -58,6 +60,7 @@ def test_a_file_changed_after_a_snapshot_start_is_indexed_again(
     saved: KnowledgeGraph,  # noqa: F811
     embed_fn: EmbedFn,
     caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Another writer (never the service: one process holds the folder) changes the file
     between a start from the snapshot and its first change: that change reads the rows
@@ -66,8 +69,10 @@ def test_a_file_changed_after_a_snapshot_start_is_indexed_again(
     again = KnowledgeGraph(saved.folder, embed_fn, load=False)
     again.load(prepare=False)  # the service's way: the first change reads the rows
     saved.remove_documents(["paris"])  # the other writer
+    reads = rows_read(monkeypatch)
     again.remove_documents(["curie"])
     assert "changed since the start" in caplog.text
+    assert reads == [(saved.folder, False), (saved.folder, True)]
     assert again.document_ids() == ["facts", "more"]
     assert_same_snapshot(again.snapshot, KnowledgeGraph(saved.folder, embed_fn).snapshot)
 
