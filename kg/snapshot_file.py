@@ -101,7 +101,14 @@ def load(folder: Path) -> tuple[GraphSnapshot, dict[str, str]] | None:
     try:
         with np.load(path, allow_pickle=False) as saved:
             meta = json.loads(saved["meta"].tobytes())
-            if meta.get("format") != FORMAT or meta.get("file") != _file_state(folder):
+            if meta.get("format") != FORMAT:
+                log.warning(
+                    "knowledge graph: ignoring the saved snapshot %s (format %s)",
+                    path,
+                    meta.get("format"),
+                )
+                return None
+            if meta.get("file") != _file_state(folder):
                 return None
             arrays = {name: saved[name] for name in _ARRAYS}
             node_vectors = VectorRows.stacked(saved["node_vectors"])

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+import kg.snapshot_file
 import kg.store
 from kg import EmbedFn, KnowledgeGraph
 from kg.graph_file import GraphFile, GraphRows
@@ -106,6 +107,23 @@ def test_a_damaged_or_foreign_snapshot_is_ignored(
     assert "ignoring the saved snapshot" in caplog.text
     assert_same_snapshot(again.snapshot, saved.snapshot)
     assert not (saved.folder / ".snapshot-left-by-a-crash.npz").exists()
+
+
+def test_a_snapshot_of_an_older_format_is_ignored(
+    saved: KnowledgeGraph,  # noqa: F811
+    embed_fn: EmbedFn,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A start after an upgrade that changed the saved fields builds from the rows."""
+    monkeypatch.setattr(kg.snapshot_file, "FORMAT", 1)
+    saved.close()
+    monkeypatch.undo()
+    reads = rows_read(monkeypatch)
+    with caplog.at_level(logging.WARNING, logger="kg.snapshot_file"):
+        again = KnowledgeGraph(saved.folder, embed_fn)
+    assert "(format 1)" in caplog.text and reads == [(saved.folder, True)]
+    assert_same_snapshot(again.snapshot, saved.snapshot)
 
 
 def test_a_snapshot_without_its_graph_file_is_not_read(
