@@ -1,0 +1,127 @@
+"""What the knowledge graph holds in memory, and what one change costs, at a size.
+
+Builds the scale section's graph for ``--chunks`` chunks (``bench.scale_startup``'s: the
+real corpus's 3.23 triples and 2.09 entities per chunk, random vectors), closes it
+cleanly so its snapshot is saved, then measures in a fresh process what a service start
+and its first changes do to the graph alone: the load (the snapshot read back), the
+build of what changes edit, and ``--changes`` one-document changes with their writes.
+RSS is the process's (after a ``gc.collect``) above what it held before the load;
+``peak_mib`` is its high-water mark on the same footing. The service's own start is
+``bench.scale_startup``; this isolates the graph, whose memory is what the 1M target
+misses on.
+
+Run: ``.venv/bin/python -m bench.kg_memory [--chunks 100000] [--changes 3]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from bench.kg_subgraph import RandomEmbedder
+from bench.paths import REPO, bench_dir
+from bench.scale_startup import build_graph, rss_mib
+from kg import KnowledgeGraph, Triple
+
+CHUNKS_PER_DOCUMENT = 10
+
+
+@dataclass(frozen=True)
+class GraphMemory:
+    """The graph of one size, loaded as a start loads it, then changed."""
+
+    chunks: int
+    triples: int
+    entities: int
+    load_s: float
+    loaded_mib: int
+    prepare_s: float
+    prepared_mib: int
+    change_s: list[float]
+    changed_mib: int
+    peak_mib: int
+
+
+def measure(folder: Path, changes: int) -> dict[str, object]:
+    """Load, prepare and change the graph at ``folder`` in this process (a fresh one)."""
+    gc.collect()
+    own = rss_mib(os.getpid())
+    started = time.perf_counter()
+    graph = KnowledgeGraph(folder, RandomEmbedder(seed=2), load=False)
+    graph.load(prepare=False)  # the service's way: the first change builds the rest
+    load_s = time.perf_counter() - started
+    gc.collect()
+    loaded = rss_mib(os.getpid()) - own
+    started = time.perf_counter()
+    graph.prepare()
+    graph.wait_prepared()
+    prepare_s = time.perf_counter() - started
+    gc.collect()
+    prepared = rss_mib(os.getpid()) - own
+    took: list[float] = []
+    for i in range(changes):
+        triple = Triple(
+            subject=f"Bench entity {i}", predicate="uses", object="Bench tool", doc_id="doc-0"
+        )
+        started = time.perf_counter()
+        graph.replace_documents({"doc-0": [triple]}, {"doc-0": f"changed-{i}"})
+        took.append(round(time.perf_counter() - started, 3))
+    gc.collect()
+    changed = rss_mib(os.getpid()) - own
+    peak = rss_mib(os.getpid(), "VmHWM") - own
+    counts = (graph.edge_count, graph.node_count)
+    graph.close()
+    return {
+        "triples": counts[0],
+        "entities": counts[1],
+        "load_s": round(load_s, 2),
+        "loaded_mib": loaded,
+        "prepare_s": round(prepare_s, 2),
+        "prepared_mib": prepared,
+        "change_s": took,
+        "changed_mib": changed,
+        "peak_mib": peak,
+    }
+
+
+def run(chunks: int, changes: int) -> GraphMemory:
+    """Build the graph for ``chunks`` chunks, save it cleanly, measure it in a child."""
+    documents = {
+        f"doc-{i}": (f"hash-{i}", CHUNKS_PER_DOCUMENT)
+        for i in range(max(1, chunks // CHUNKS_PER_DOCUMENT))
+    }
+    with bench_dir() as work:
+        build_graph(work, documents)
+        KnowledgeGraph(work / "kg", RandomEmbedder(seed=2)).close()  # saves the snapshot
+        command = [sys.executable, "-m", "bench.kg_memory", "--measure", str(work / "kg")]
+        child = subprocess.run(
+            [*command, "--changes", str(changes)],
+            cwd=REPO,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+    return GraphMemory(chunks=chunks, **json.loads(child.stdout.strip().splitlines()[-1]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--chunks", type=int, default=100_000)
+    parser.add_argument("--changes", type=int, default=3)
+    parser.add_argument("--measure", type=Path, help=argparse.SUPPRESS)  # the child's part
+    args = parser.parse_args()
+    if args.measure:
+        print(json.dumps(measure(args.measure, args.changes)), flush=True)
+    else:
+        print(json.dumps(asdict(run(args.chunks, args.changes))), flush=True)
+
+
+if __name__ == "__main__":
+    main()
