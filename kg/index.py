@@ -144,9 +144,7 @@ class GraphSnapshot:
         )
         subject = np.fromiter((node_index[r[0]] for r in rows), np.int64, len(rows))
         obj = np.fromiter((node_index[r[2]] for r in rows), np.int64, len(rows))
-        texts = [r[9] for r in rows]
-        edge_doc = [r[3] for r in rows]
-        edge_chunk = [r[8] for r in rows]
+        lists: dict[str, Any] = _edge_lists(rows)
         return cls(
             node_keys=node_keys,
             node_names=[names[key] for key in node_keys],
@@ -156,18 +154,11 @@ class GraphSnapshot:
             edge_object=obj,
             edge_predicate_id=pid,
             predicate_keys=list(predicate_ids),
-            edge_key=[r[5] for r in rows],
-            edge_subject_name=[str(r[7]["subject_name"]) for r in rows],
-            edge_predicate=[r[6] for r in rows],
-            edge_object_name=[str(r[7]["object_name"]) for r in rows],
-            edge_text=texts,
-            edge_doc=edge_doc,
-            edge_chunk=edge_chunk,
-            edge_source=[str(r[7].get("source", "supplied")) for r in rows],
             edge_group=_groups(subject, pid, obj),
-            edge_vectors=VectorRows.of(triples, texts),
+            edge_vectors=VectorRows.of(triples, lists["edge_text"]),
             **_csr(subject, obj, len(node_keys)),
-            chunks=ChunkIndex.of(edge_doc, edge_chunk),
+            chunks=ChunkIndex.of(lists["edge_doc"], lists["edge_chunk"]),
+            **lists,
         )
 
     def apply(
@@ -223,16 +214,7 @@ class GraphSnapshot:
         for row in rows:
             low = positions[-1] if positions else 0
             positions.append(bisect_left(range(len(subject)), row[:6], low, key=canonical))
-        added = {
-            "edge_key": [r[5] for r in rows],
-            "edge_subject_name": [str(r[7]["subject_name"]) for r in rows],
-            "edge_predicate": [r[6] for r in rows],
-            "edge_object_name": [str(r[7]["object_name"]) for r in rows],
-            "edge_text": [r[9] for r in rows],
-            "edge_doc": [r[3] for r in rows],
-            "edge_chunk": [r[8] for r in rows],
-            "edge_source": [str(r[7].get("source", "supplied")) for r in rows],
-        }
+        added = _edge_lists(rows)
         for name, values in added.items():
             lists[name] = _with(lists[name], positions, values)
         if rows:
@@ -304,6 +286,20 @@ def _edge_rows(edges: Iterable[EdgeItem]) -> list[tuple[Any, ...]]:
             )
         )
     return rows
+
+
+def _edge_lists(rows: Sequence[tuple[Any, ...]]) -> dict[str, list[Any]]:
+    """The ``EDGE_LISTS`` of ``_edge_rows``' rows, in their order."""
+    return {
+        "edge_key": [r[5] for r in rows],
+        "edge_subject_name": [str(r[7]["subject_name"]) for r in rows],
+        "edge_predicate": [r[6] for r in rows],
+        "edge_object_name": [str(r[7]["object_name"]) for r in rows],
+        "edge_text": [r[9] for r in rows],
+        "edge_doc": [r[3] for r in rows],
+        "edge_chunk": [r[8] for r in rows],
+        "edge_source": [str(r[7].get("source", "supplied")) for r in rows],
+    }
 
 
 def _groups(subject: np.ndarray, predicate: np.ndarray, obj: np.ndarray) -> np.ndarray:
