@@ -11,26 +11,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
 from enum import StrEnum
 
 import anyio
-import numpy as np
 
 from api.config import Settings
 from api.metrics import ServiceMetrics
 from api.replicas import ReplicaWatch, build_llm, probe_all
 from api.residency import Residency, build_residency, child_endpoint
+from api.retrieval import build_read_path
 from api.stores import build_knowledge
-from kg.paths import DEFAULT_WEIGHTS
-from kg.subgraph import SubgraphSelector
 from rag.chat.bad_cases import BadCaseLog
-from rag.chat.change_rule import ChangeRule
 from rag.chat.engine import ChatActivity, ChatEngine
 from rag.chat.memo import ContextMemo
 from rag.chat.prompt import PromptBuilder, PromptShape
-from rag.chat.retriever import Retriever
-from rag.chat.windows import PassageWindows
 from rag.knowledge.embedding import Embedder, shared_embedder
 from rag.knowledge.files import load_sample_documents
 from rag.knowledge.models import ChangeSet
@@ -91,23 +85,9 @@ class Runtime:
         self.kb = self.knowledge.kb
         self.graph = self.knowledge.graph_sync.graph
         self.knowledge.add_listener(self._on_kb_change)
-        self.selector = SubgraphSelector(
-            self.graph,
-            similarity_threshold=s.kg_similarity_threshold,
-            path_weights=DEFAULT_WEIGHTS if s.kg_path_aware else None,
-        )
-        windows = (
-            PassageWindows(self.kb, self.embedder.count_tokens, s.passage_window_tokens)
-            if s.passage_window_tokens > s.chunk_tokens
-            else None
-        )
-        self.retriever = Retriever(
-            self.kb,
-            self.selector,
-            s.kg_max_triples,
-            windows,
-            identifier_candidates=s.identifier_rerank_candidates,
-        )
+        read_path = build_read_path(s, self.knowledge, self.embedder)
+        self.selector = read_path.selector
+        self.retriever = read_path.retriever
 
         self.cpu_plan: VLLMCpuPlan | None = None
         self.vllm_server: VLLMServer | None = None
@@ -160,16 +140,7 @@ class Runtime:
         )
         self.builder = PromptBuilder(aligner=aligner, order=s.passage_order)
 
-        self.memo = ContextMemo(
-            s.context_memo_max_entries,
-            rule=ChangeRule(
-                fact_vectors=self._fact_vectors if s.kg_max_triples else None,
-                fact_entities=self._fact_entities if s.kg_path_aware else None,
-                max_facts=s.kg_max_triples,
-                min_fact_score=self.selector.min_score,
-                fact_gain=self.selector.max_gain,
-            ),
-        )
+        self.memo = ContextMemo(s.context_memo_max_entries, rule=read_path.rule)
         self.bad_cases = BadCaseLog(s.bad_case_ttft_ms, s.bad_case_max_entries)
         self.activity = ChatActivity()
         self.warmup: WarmupService | None = self._build_warmup() if s.warmup.enabled else None
@@ -231,14 +202,6 @@ class Runtime:
             memo=self.memo,
             tracker=self.residency.tracker if self.residency else None,
         )
-
-    def _fact_vectors(self, doc_ids: Sequence[str]) -> np.ndarray:
-        """The graph's fact vectors of these documents (for the context memo)."""
-        return self.graph.snapshot.document_edge_vectors(doc_ids)
-
-    def _fact_entities(self, doc_ids: Sequence[str]) -> set[str]:
-        """The entity keys of the graph's facts of these documents (for the context memo)."""
-        return self.graph.snapshot.document_entities(doc_ids)
 
     @property
     def ready(self) -> bool:

@@ -1,10 +1,12 @@
 """Change-detection time vs registry size, for a one-document change.
 
 Synthetic registry (no vLLM needed): N entries with 3 chunks each and one query per
-entry with a random normalized embedding; the change replaces one document (two
-chunks removed, two added). Times the work ``WarmupService.flush`` does before it
-re-warms anything: the entry index and query matrix (cold: rebuilt from the registry
-in memory; warm: cached since the last registry change), then ``ChangeDetector.detect``.
+entry with a random normalized embedding and the bars its context sets; the change
+replaces one document (two chunks removed, two added) and brings 12 new facts (what a
+section of the real corpus states: 3,613 facts in 300). Times the work
+``WarmupService.flush`` does before it re-warms anything: the entry index and query
+matrix (cold: rebuilt from the registry in memory; warm: cached since the last registry
+change), then ``ChangeDetector.detect``.
 
     .venv/bin/python bench/detection_scaling.py
 """
@@ -20,12 +22,14 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.measure import percentile
+from rag.chat.change_rule import ChangeRule, ContextBars
 from rag.knowledge.models import ChangeSet, ChunkRecord
 from warmup.detector import ChangeDetector
 from warmup.models import WarmEntry
 from warmup.registry import Registry
 
 DIM = 384
+FACTS_PER_DOCUMENT = 12
 
 
 def unit(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -53,13 +57,16 @@ def build(registry: Registry, n: int, rng: np.random.Generator) -> None:
         )
         key = f"question {i}"
         registry.record_query(key, key, vectors[i], 0.0, 3600.0)
-        registry.assign(key, fp, 0.45)
+        registry.assign(key, fp, ContextBars(0.45, 0.5))
 
 
 def measure(n: int, rounds: int, rng: np.random.Generator) -> tuple[list[float], list[float], int]:
     """Detection of a one-document change against ``n`` entries, ``rounds`` times with
     caches rebuilt and reused: (cold ms, warm ms, entries affected)."""
-    detector = ChangeDetector()
+    facts = unit(rng, FACTS_PER_DOCUMENT)
+    detector = ChangeDetector(
+        ChangeRule(fact_vectors=lambda docs: facts, min_fact_score=0.3, fact_gain=0.2)
+    )  # the graph's lookup, for a change that did not note its new facts
     registry = Registry()
     build(registry, n, rng)
     change = ChangeSet(
@@ -69,6 +76,7 @@ def measure(n: int, rounds: int, rng: np.random.Generator) -> tuple[list[float],
             ChunkRecord(doc_id="d7", chunk_id=f"new{j}", embedding=v.tolist())
             for j, v in enumerate(unit(rng, 2))
         ],
+        new_facts=facts.tolist(),
         kb_version=2,
     )
     cold: list[float] = []
@@ -79,7 +87,7 @@ def measure(n: int, rounds: int, rng: np.random.Generator) -> tuple[list[float],
         assert entry is not None
         registry.retire(entry.fingerprint)  # drops the cached entry index and matrix
         registry.put_entry(entry)
-        registry.assign("question 0", entry.fingerprint, 0.45)
+        registry.assign("question 0", entry.fingerprint, ContextBars(0.45, 0.5))
         for timings in (cold, warm):  # caches rebuilt, then reused
             started = time.perf_counter()
             result = detector.detect(registry.entry_index(), registry.query_matrix(), [change])

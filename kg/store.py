@@ -21,6 +21,8 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import numpy as np
+
 from kg import snapshot_file
 from kg.edits import GraphEdits
 from kg.embeddings import EmbeddingTable, EmbedFn, embed_checked
@@ -157,19 +159,20 @@ class KnowledgeGraph:
         self,
         documents: Mapping[str, Sequence[Triple]],
         versions: Mapping[str, str] | None = None,
-    ) -> None:
-        """Replace several documents' triples in one change (one embed call, one write).
+    ) -> np.ndarray:
+        """Replace several documents' triples in one change (one embed call, one write);
+        return the (n, dim) vectors of the triple texts the graph held nowhere before.
 
         Every triple must carry the doc_id it is filed under. ``versions`` records, per
         document, which version of it these triples reflect (``document_versions``). New
         node names and triple texts are embedded before the graph is touched, so a failing
         ``embed`` changes nothing.
         """
-        self._change(documents, dict(versions or {}))
+        return self._change(documents, dict(versions or {}))
 
     def _change(
         self, documents: Mapping[str, Sequence[Triple]], versions: Mapping[str, str | None]
-    ) -> None:
+    ) -> np.ndarray:
         prepared = {doc_id: self._prepare(doc_id, ts) for doc_id, ts in documents.items()}
         with self._lock:
             self._mutable()
@@ -204,8 +207,10 @@ class KnowledgeGraph:
                 self._node_vectors,
                 self._triple_vectors,
             )
+            new_texts = [t for t in added_texts if t in self._triple_vectors]
+            new_facts = self._triple_vectors.gather(new_texts)
             if not self._autosave:
-                return
+                return new_facts
             # After the swap: a failed write leaves memory consistent, and the file at the
             # last change, with the versions it had (a restart's sync repairs from those).
             self._write(
@@ -225,6 +230,7 @@ class KnowledgeGraph:
                     removed_triple_vectors=released,
                 )
             )
+            return new_facts
 
     def save(self) -> None:
         """Write the whole graph to the folder's file (each change does, with autosave)."""

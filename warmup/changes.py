@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 
 import anyio
 
-from rag.chat.change_rule import ChangeRule
+from rag.chat.change_rule import ChangeRule, ContextBars
 from rag.chat.prompt import PromptPrefix
 from rag.knowledge.base import KnowledgeBase, text_hash
 from rag.knowledge.models import ChangeSet
@@ -191,19 +191,20 @@ class ChangeHandler:
             entry = self.registry.entry(fingerprint)
             if entry is None:
                 continue  # retired meanwhile
-            groups: dict[str, list[tuple[str, float | None, PromptPrefix]]] = defaultdict(list)
+            groups: dict[str, list[tuple[str, ContextBars, PromptPrefix]]] = defaultdict(list)
             for key in entry.queries:
                 found = await self.context.resolve(key, fresh=True)
                 if found is not None:
-                    groups[found.prefix.fingerprint].append((key, found.kth_score, found.prefix))
+                    bars = self.context.bars(found.retrieval)
+                    groups[found.prefix.fingerprint].append((key, bars, found.prefix))
             for new_fp, members in sorted(groups.items()):
                 if new_fp == fingerprint:
                     self.registry.rebase(fingerprint, members[0][2])
                     self.warmer.extend([fingerprint], report)
                 elif new_fp not in self.registry:
                     await self.warmer.warm(members[0][2], reason, report)
-                for key, kth, _ in members:
-                    self.registry.assign(key, new_fp, kth)
+                for key, bars, _ in members:
+                    self.registry.assign(key, new_fp, bars)
             if fingerprint not in groups:
                 self.warmer.retire(fingerprint, report)
 

@@ -13,9 +13,10 @@ from collections.abc import Sequence
 import anyio
 import numpy as np
 
+from rag.chat.change_rule import ContextBars
 from rag.chat.memo import ContextMemo, Retrieved, retrieve_context
 from rag.chat.prompt import PromptBuilder, PromptPrefix
-from rag.chat.retriever import Retriever
+from rag.chat.retriever import Retrieval, Retriever
 from warmup.registry import Registry
 
 
@@ -58,6 +59,10 @@ class ContextResolver:
         )
         self.memo.put(key, generation, found)
         return found
+
+    def bars(self, retrieval: Retrieval) -> ContextBars:
+        """The bars this retrieved context sets for change detection (kept per query)."""
+        return self.memo.rule.bars(retrieval)
 
     async def prefix_for(self, question: str) -> PromptPrefix:
         """The prefix for a question that is not stored (it is embedded now)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 
+from rag.chat.change_rule import ContextBars
 from rag.chat.prompt import PromptPrefix
 from rag.chat.query import normalize_query
 from warmup.budget import WarmBudget
@@ -88,7 +89,7 @@ class HotWarmup:
         for step in plan.steps:
             for candidate in step:
                 await self.queue.checkpoint()
-                members = list(zip(candidate.keys, candidate.kth_scores, strict=True))
+                members = list(zip(candidate.keys, candidate.bars, strict=True))
                 if self.context.generation != generation:
                     members = await self._still_current(candidate.prefix, members)
                     if not members:
@@ -101,8 +102,8 @@ class HotWarmup:
                         self.warmer.retire(victim, report)
                     if await self.warmer.warm(candidate.prefix, reason, report) is None:
                         continue
-                for key, kth in members:
-                    self.registry.assign(key, fingerprint, kth)
+                for key, bars in members:
+                    self.registry.assign(key, fingerprint, bars)
             done += len(step)
             if await self.warmer.kv_full():
                 report.stopped_by_kv_usage = True
@@ -110,14 +111,14 @@ class HotWarmup:
                 break
 
     async def _still_current(
-        self, prefix: PromptPrefix, members: list[tuple[str, float]]
-    ) -> list[tuple[str, float]]:
+        self, prefix: PromptPrefix, members: list[tuple[str, ContextBars]]
+    ) -> list[tuple[str, ContextBars]]:
         """The members whose query retrieves ``prefix`` now (the knowledge base moved)."""
         current = []
         for key, _ in members:
             found = await self.context.resolve(key)
             if found is not None and found.prefix.fingerprint == prefix.fingerprint:
-                current.append((key, found.kth_score if found.kth_score is not None else -1.0))
+                current.append((key, self.context.bars(found.retrieval)))
         return current
 
     async def _candidates(self, only: set[str] | None) -> list[Candidate]:
@@ -130,7 +131,7 @@ class HotWarmup:
         full = budget.max_tokens - self.registry.warm_tokens() < budget.per_entry_max_tokens
         incumbents = self._incumbents(now) if full else []
         coldest = min((i.heat for i in incumbents), default=0.0) if full else -1.0
-        groups: dict[str, list[tuple[str, float, float]]] = defaultdict(list)
+        groups: dict[str, list[tuple[str, ContextBars, float]]] = defaultdict(list)
         prefixes: dict[str, PromptPrefix] = {}
         for query in self.registry.queries():
             if query.fingerprint is not None or (only is not None and query.key not in only):
@@ -142,17 +143,17 @@ class HotWarmup:
             found = await self.context.resolve(query.key)
             if found is None:
                 continue
-            kth = found.kth_score if found.kth_score is not None else -1.0
+            bars = self.context.bars(found.retrieval)
             if found.prefix.fingerprint in self.registry:
-                self.registry.assign(query.key, found.prefix.fingerprint, found.kth_score)
+                self.registry.assign(query.key, found.prefix.fingerprint, bars)
                 continue
             prefixes[found.prefix.fingerprint] = found.prefix
-            groups[found.prefix.fingerprint].append((query.key, kth, heat))
+            groups[found.prefix.fingerprint].append((query.key, bars, heat))
         return [
             Candidate(
                 prefix=prefixes[fp],
                 keys=tuple(k for k, _, _ in members),
-                kth_scores=tuple(s for _, s, _ in members),
+                bars=tuple(b for _, b, _ in members),
                 frequency=sum(h for _, _, h in members),
                 est_tokens=prefix_tokens(prefixes[fp]),
             )

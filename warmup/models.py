@@ -90,6 +90,11 @@ class QueryRecord(BaseModel):
     kth_score: float | None = Field(
         None, description="Score of the last passage of its top-k when warmed (detection bound)."
     )
+    fact_bar: float | None = Field(
+        None,
+        description="Score of its weakest injected fact when every fact slot was taken "
+        "(detection bound; None: the selector's threshold).",
+    )
 
 
 class WarmEntry(BaseModel):

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from rag.chat.change_rule import ContextBars
 from rag.chat.prompt import PromptPrefix
 from warmup.budget import WarmBudget
 
@@ -38,7 +39,7 @@ class Candidate:
 
     prefix: PromptPrefix
     keys: tuple[str, ...]
-    kth_scores: tuple[float, ...]
+    bars: tuple[ContextBars, ...]  # per key: what its context sets for detection
     frequency: float
     est_tokens: int
 

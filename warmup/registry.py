@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rag.chat.change_rule import ContextBars
 from rag.chat.prompt import PromptPrefix
 from warmup.models import QueryRecord, WarmEntry
 from warmup.store import Snapshot, WarmupStore
@@ -46,7 +47,12 @@ class QueryMatrix:
     keys: list[str]
     fingerprints: list[str]
     embeddings: np.ndarray  # (n, dim), normalized
-    kth_scores: np.ndarray  # (n,)
+    kth_scores: np.ndarray  # (n,): ``ContextBars.chunk``, -1 where None (any chunk)
+    fact_bars: np.ndarray  # (n,): ``ContextBars.fact``, NaN where None (the threshold)
+
+
+#: A query pointing at no entry: no bars either.
+_UNASSIGNED = {"fingerprint": None, "kth_score": None, "fact_bar": None}
 
 
 def _in_memory_only(write: Callable[[WarmupStore], None]) -> None:
@@ -78,9 +84,7 @@ class Registry:
             if query.fingerprint in self._entries:
                 self._keys.setdefault(query.fingerprint, set()).add(query.key)
             elif query.fingerprint is not None:  # its entry is gone: it points nowhere
-                self._queries[query.key] = query.model_copy(
-                    update={"fingerprint": None, "kth_score": None}
-                )
+                self._queries[query.key] = query.model_copy(update=_UNASSIGNED)
         self._warm_tokens = sum(e.prefix_tokens for e in self._entries.values())
         self._changed()
 
@@ -134,22 +138,23 @@ class Registry:
     def embedding(self, key: str) -> np.ndarray | None:
         return self._embeddings.get(key)
 
-    def assign(self, key: str, fingerprint: str | None, kth_score: float | None) -> None:
-        """Point a query at the entry that holds its context (None: at nothing)."""
+    def assign(self, key: str, fingerprint: str | None, bars: ContextBars) -> None:
+        """Point a query at the entry that holds its context (None: at nothing), with
+        the bars its context sets for detection."""
         old = self._queries.get(key)
         if old is None:
             return
         if fingerprint is not None and fingerprint not in self._entries:
-            fingerprint, kth_score = None, None  # that context is not warm
+            fingerprint, bars = None, ContextBars()  # that context is not warm
         if old.fingerprint is not None:
             self._keys.get(old.fingerprint, set()).discard(key)
         if fingerprint is not None:
             self._keys.setdefault(fingerprint, set()).add(key)
         self._queries[key] = old.model_copy(
-            update={"fingerprint": fingerprint, "kth_score": kth_score}
+            update={"fingerprint": fingerprint, "kth_score": bars.chunk, "fact_bar": bars.fact}
         )
         self._matrix = None
-        self._persist(lambda store: store.assign(key, fingerprint, kth_score))
+        self._persist(lambda store: store.assign(key, fingerprint, bars))
 
     def forget(self, keys: Iterable[str]) -> int:
         """Drop queries from the log (those backing an entry stay); how many went."""
@@ -235,9 +240,7 @@ class Registry:
             return False
         self._warm_tokens -= old.prefix_tokens
         for key in self._keys.pop(fingerprint, set()):
-            self._queries[key] = self._queries[key].model_copy(
-                update={"fingerprint": None, "kth_score": None}
-            )
+            self._queries[key] = self._queries[key].model_copy(update=_UNASSIGNED)
         self._changed()
         self._persist(lambda store: store.retire(fingerprint))
         return True
@@ -277,6 +280,9 @@ class Registry:
                 ),
                 kth_scores=np.array(
                     [q.kth_score if q.kth_score is not None else -1.0 for q in rows], np.float32
+                ),
+                fact_bars=np.array(
+                    [q.fact_bar if q.fact_bar is not None else np.nan for q in rows], np.float32
                 ),
             )
         return self._matrix

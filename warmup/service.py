@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from functools import partial
 
-from rag.chat.memo import ContextMemo, kth_score
+from rag.chat.memo import ContextMemo
 from rag.chat.prompt import PromptBuilder, PromptPrefix
 from rag.chat.results import WarmState
 from rag.chat.retriever import Retrieval, Retriever
@@ -273,7 +273,7 @@ class WarmupService:
             self.restorer.mark_evicted(entry.fingerprint)
             self.cycles.spawn(Priority.URGENT, CycleKind.EVICTED, self.restorer.rewarm_evicted)
         if record.fingerprint != entry.fingerprint:
-            self.registry.assign(key, entry.fingerprint, kth_score(retrieval))
+            self.registry.assign(key, entry.fingerprint, self.context.bars(retrieval))
         self.metrics.record_chat(state is WarmState.HIT)
         return state
 

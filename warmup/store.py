@@ -14,7 +14,6 @@ error fails that write only, and never leaves the connection inside a transactio
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 import sqlite3
@@ -27,8 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from rag.knowledge.models import ChangeSet, ChunkRecord
+from rag.chat.change_rule import ContextBars
+from rag.knowledge.models import ChangeSet
 from warmup.models import QueryRecord, WarmEntry
+from warmup.pending import array, blob, dump_change, load_change
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,8 @@ CREATE TABLE IF NOT EXISTS queries (
     last_seen REAL NOT NULL,
     seed INTEGER NOT NULL DEFAULT 0,
     fingerprint TEXT,
-    kth_score REAL
+    kth_score REAL,
+    fact_bar REAL
 );
 CREATE INDEX IF NOT EXISTS queries_by_entry ON queries (fingerprint);
 CREATE TABLE IF NOT EXISTS entries (
@@ -132,6 +134,7 @@ class WarmupStore:
                 db.execute("PRAGMA journal_mode=WAL")
                 db.execute("PRAGMA synchronous=NORMAL")
                 db.executescript(_SCHEMA)
+                _add_missing_columns(db)
             except BaseException:
                 db.close()
                 raise
@@ -186,13 +189,13 @@ class WarmupStore:
         """Every query (with its embedding), every entry, every pending change."""
         with self.transaction(write=False) as db:
             rows = db.execute(f"SELECT {_QUERY_COLUMNS}, embedding FROM queries").fetchall()
-            queries = [(_query(r), _array(r[7])) for r in rows]
+            queries = [(_query(r), array(r[8])) for r in rows]
             entries = [
                 _entry(r)
                 for r in db.execute(f"SELECT {_ENTRY_COLUMNS} FROM entries ORDER BY fingerprint")
             ]
             pending = [
-                (int(seq), _pending_change(body))
+                (int(seq), load_change(body))
                 for seq, body in db.execute("SELECT seq, body FROM pending_changes ORDER BY seq")
             ]
         return Snapshot(queries=queries, entries=entries, pending=pending)
@@ -211,11 +214,11 @@ class WarmupStore:
                 (record.count, record.last_seen, int(record.seed), record.key),
             )
 
-    def assign(self, key: str, fingerprint: str | None, kth_score: float | None) -> None:
+    def assign(self, key: str, fingerprint: str | None, bars: ContextBars) -> None:
         with self.transaction() as db:
             db.execute(
-                "UPDATE queries SET fingerprint = ?, kth_score = ? WHERE key = ?",
-                (fingerprint, kth_score, key),
+                "UPDATE queries SET fingerprint = ?, kth_score = ?, fact_bar = ? WHERE key = ?",
+                (fingerprint, bars.chunk, bars.fact, key),
             )
 
     def delete_queries(self, keys: Iterable[str]) -> None:
@@ -245,7 +248,8 @@ class WarmupStore:
         with self.transaction() as db:
             db.execute("DELETE FROM entries WHERE fingerprint = ?", (fingerprint,))
             db.execute(
-                "UPDATE queries SET fingerprint = NULL, kth_score = NULL WHERE fingerprint = ?",
+                "UPDATE queries SET fingerprint = NULL, kth_score = NULL, fact_bar = NULL"
+                " WHERE fingerprint = ?",
                 (fingerprint,),
             )
 
@@ -271,7 +275,21 @@ class WarmupStore:
                 _put_pending(db, seq, change)
 
 
-_QUERY_COLUMNS = "key, text, count, last_seen, seed, fingerprint, kth_score"
+_QUERY_COLUMNS = "key, text, count, last_seen, seed, fingerprint, kth_score, fact_bar"
+
+#: Columns added since the first schema, with their type: a store written before one
+#: was added gains it, NULL, at open (NULL is what each means where nothing is known).
+_ADDED_COLUMNS = {"queries": {"fact_bar": "REAL"}}
+
+
+def _add_missing_columns(db: sqlite3.Connection) -> None:
+    for table, columns in _ADDED_COLUMNS.items():
+        present = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+        for name, kind in columns.items():
+            if name not in present:
+                db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
+
+
 _ENTRY_COLUMNS = (
     "fingerprint, body, chunk_ids, doc_ids, prefix_tokens, cached_block_tokens,"
     " warmed_at, expires_at, hits, last_hit"
@@ -281,7 +299,7 @@ _ENTRY_COLUMNS = (
 def _put_query(db: sqlite3.Connection, record: QueryRecord, embedding: np.ndarray) -> None:
     db.execute(
         f"INSERT OR REPLACE INTO queries ({_QUERY_COLUMNS}, embedding)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             record.key,
             record.text,
@@ -290,7 +308,8 @@ def _put_query(db: sqlite3.Connection, record: QueryRecord, embedding: np.ndarra
             int(record.seed),
             record.fingerprint,
             record.kth_score,
-            _blob(embedding),
+            record.fact_bar,
+            blob(embedding),
         ),
     )
 
@@ -317,45 +336,10 @@ def _put_entry(db: sqlite3.Connection, entry: WarmEntry) -> None:
 
 
 def _put_pending(db: sqlite3.Connection, seq: int, change: ChangeSet) -> None:
-    # The added chunks' embeddings are left out of a ChangeSet's JSON by default;
-    # detection needs them (a new chunk may enter an entry's top-k). They go in as
-    # base64 float32: as JSON numbers, a 50,000-word document's ~400 vectors took
-    # json.dumps 150 ms, holding the GIL (and so the event loop) all along.
-    body = change.model_dump(mode="json")
-    body["added_chunks"] = [
-        {
-            "doc_id": c.doc_id,
-            "chunk_id": c.chunk_id,
-            "embedding": base64.b64encode(_blob(np.asarray(c.embedding))).decode(),
-        }
-        for c in change.added_chunks
-    ]
     db.execute(
-        "INSERT OR REPLACE INTO pending_changes (seq, body) VALUES (?, ?)", (seq, json.dumps(body))
+        "INSERT OR REPLACE INTO pending_changes (seq, body) VALUES (?, ?)",
+        (seq, dump_change(change)),
     )
-
-
-def _pending_change(body: str) -> ChangeSet:
-    raw = json.loads(body)
-    chunks = raw.pop("added_chunks", [])
-    change = ChangeSet.model_validate(raw)
-    change.added_chunks = [
-        ChunkRecord(
-            doc_id=c["doc_id"],
-            chunk_id=c["chunk_id"],
-            embedding=_array(base64.b64decode(c["embedding"])).tolist(),
-        )
-        for c in chunks
-    ]
-    return change
-
-
-def _blob(vector: np.ndarray) -> bytes:
-    return np.asarray(vector, dtype=np.float32).tobytes()
-
-
-def _array(blob: bytes) -> np.ndarray:
-    return np.frombuffer(blob, dtype=np.float32).copy()
 
 
 def _query(row: Any) -> QueryRecord:
@@ -367,6 +351,7 @@ def _query(row: Any) -> QueryRecord:
         seed=bool(row[4]),
         fingerprint=row[5],
         kth_score=row[6],
+        fact_bar=row[7],
     )
 
 

@@ -48,25 +48,12 @@ def retrieve_context(
     return Retrieved(retrieval, prefix), round((time.perf_counter() - started) * 1000, 2)
 
 
-def kth_score(retrieval: Retrieval) -> float | None:
-    """The score a new chunk must beat to enter a top-k: its last passage's, or the
-    retrieval's own bar where a rerank could promote a weaker chunk
-    (``Retrieval.entry_bar``)."""
-    if retrieval.entry_bar is not None:
-        return retrieval.entry_bar
-    return retrieval.passages[-1].score if retrieval.passages else None
-
-
 @dataclass(frozen=True)
 class Retrieved:
     """A question's retrieval and the prefix it renders."""
 
     retrieval: Retrieval
     prefix: PromptPrefix
-
-    @property
-    def kth_score(self) -> float | None:
-        return kth_score(self.retrieval)
 
     @property
     def doc_ids(self) -> set[str]:
@@ -124,20 +111,25 @@ class ContextMemo:
             return 0
         with self._lock:
             self._generation += 1
-            stale = [key for key, item in self._items.items() if _affected(item, impact)]
+            stale = [key for key, item in self._items.items() if _affected(item, impact, self.rule)]
             for key in stale:
                 del self._items[key]
             return len(stale)
 
 
-def _affected(item: Retrieved, impact: ChangeImpact) -> bool:
+def _affected(item: Retrieved, impact: ChangeImpact, rule: ChangeRule) -> bool:
     """The change rule, applied to one remembered context."""
     if impact.touches(item.prefix.chunk_ids, item.doc_ids):
         return True
     query = np.asarray(item.retrieval.embedding, dtype=np.float32)
-    kth = np.float32(np.nan if item.kth_score is None else item.kth_score)
-    if impact.chunks_enter(query, np.array([kth]))[0]:
+    bars = rule.bars(item.retrieval)
+    if impact.chunks_enter(query, _row(bars.chunk))[0]:
         return True
-    facts = item.retrieval.facts
-    bar = impact.fact_bar([f.score for f in facts])
-    return bool(impact.facts_enter(query, bar)[0]) or impact.reaches(item.retrieval.fact_reach)
+    return bool(impact.facts_enter(query, _row(bars.fact))[0]) or impact.reaches(
+        item.retrieval.fact_reach
+    )
+
+
+def _row(bar: float | None) -> np.ndarray:
+    """One bar as a one-row array (NaN: None)."""
+    return np.array([np.nan if bar is None else bar], np.float32)

@@ -15,6 +15,8 @@ import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 
+import numpy as np
+
 from kg.extract import TripleExtractor
 from kg.models import Triple, supplied_triples
 from kg.store import KnowledgeGraph
@@ -66,8 +68,10 @@ class GraphSync:
 
     def apply(self, change: ChangeSet) -> None:
         """Bring the graph in step with the documents a change touched, from the chunk
-        texts the change carries."""
-        self._sync(change.added + change.updated, change.deleted, change.chunk_texts)
+        texts the change carries; note on the change the facts it brought
+        (``ChangeSet.new_facts``)."""
+        new_facts = self._sync(change.added + change.updated, change.deleted, change.chunk_texts)
+        change.new_facts = new_facts.tolist()
 
     def reconcile(self, batch: int = RECONCILE_BATCH) -> int:
         """Re-sync every document whose graph state does not match the KB; return how many.
@@ -108,7 +112,9 @@ class GraphSync:
         changed: Iterable[str],
         removed: Iterable[str],
         known: Mapping[str, Sequence[tuple[str, str]]],
-    ) -> None:
+    ) -> np.ndarray:
+        """Returns the vectors of the triple texts new to the graph."""
+        new_facts = np.zeros((0, 0), np.float32)
         with self._lock:
             changed = list(changed)
             # Read each document's state now: concurrent writes converge to the KB's latest.
@@ -116,10 +122,11 @@ class GraphSync:
             chunks = {d: self._chunks(d, known) for d in changed if hashes[d] is not None}
             edges = self.triples_of_documents(chunks)
             if edges:
-                self.graph.replace_documents(edges, {d: hashes[d] or "" for d in edges})
+                new_facts = self.graph.replace_documents(edges, {d: hashes[d] or "" for d in edges})
             removed = list(removed)
             if removed:
                 self.graph.remove_documents(removed)
+        return new_facts
 
     def _chunks(
         self, doc_id: str, known: Mapping[str, Sequence[tuple[str, str]]]

@@ -361,6 +361,13 @@ class ChangeSet(BaseModel):
     #: from (``GraphSync.apply``). Not serialized: a change read back from warmup's
     #: store has none.
     chunk_texts: dict[str, list[tuple[str, str]]] = Field(default_factory=dict, exclude=True)
+    #: The vectors of the facts this change brought into the graph that it held nowhere
+    #: before (``GraphSync.apply``): what the change rule tests (a fact the graph held
+    #: already was a candidate of every retrieval since, and was not chosen where it is
+    #: not injected). None where not known (the graph's sync failed, or a change read
+    #: back from a store written before they were kept): every fact of its added and
+    #: updated documents then counts as new.
+    new_facts: list[list[float]] | None = Field(None, exclude=True)
 
     @property
     def changed(self) -> bool:

@@ -86,9 +86,10 @@ def test_unrelated_ingest_extends_ttls_and_sends_no_prefill(warm_service: Servic
         {"id": "piano", "text": "A grand piano has eighty-eight keys and three pedals."}
     )
     report = warm_service.warmup_cycle()[0]
-    # The piano's facts may pass the detector's fact test (the registry keeps no facts,
-    # so its bar is the lowest a held fact can have): such an entry is retrieved again,
-    # found unchanged, and only extended.
+    # Each query's bars (its weakest fact while its fact slots are full) keep the
+    # piano's facts out: no entry is even retrieved again. With the lowest bar a held
+    # fact can have (the selector's threshold), one entry was.
+    assert report["affected"] == 0
     assert report["rewarmed"] == 0 and report["warm_requests"] == 0
     assert report["extended"] == len(before)
     after = warm_service.registry()

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rag.chat.change_rule import ContextBars
 from rag.chat.query import normalize_query
 from rag.knowledge.embedding import Embedder
 from tests.warmup.rig import DOCS, QUESTIONS, make_rig
@@ -56,7 +57,7 @@ def test_cold_queries_go_unless_seeds_or_backing_an_entry() -> None:
     for key in ("cold", "cold seed", "cold backing"):
         log(registry, key, 0.0, seed=key == "cold seed")
     registry.put_entry(entry("fp"))
-    registry.assign("cold backing", "fp", 0.5)
+    registry.assign("cold backing", "fp", ContextBars(0.5))
     now[0] = 5 * HALF_LIFE  # one sighting decayed to 1/32 < 0.05
     log(registry, "warm", now[0])
     assert sweeper(registry, now).prune() == 1
@@ -69,7 +70,7 @@ def test_past_the_row_cap_the_coldest_loose_queries_go_first() -> None:
     registry.put_entry(entry("fp"))
     for i in range(12):
         log(registry, f"q{i:02d}", float(i))  # q00 the coldest, q11 the hottest
-    registry.assign("q00", "fp", 0.5)  # backs an entry: never pruned
+    registry.assign("q00", "fp", ContextBars(0.5))  # backs an entry: never pruned
     log(registry, "seed", 0.0, seed=True)  # a seed ranks above unseen heat
     now[0] = 12.0
     assert sweeper(registry, now, max_rows=10).prune() == 4  # 13 rows down to 9

@@ -65,21 +65,27 @@ def test_a_restart_never_restores_entries_with_old_text(
     asyncio.run(scenario())
 
 
-def test_a_pending_change_keeps_its_chunk_vectors(tmp_path: Path) -> None:
-    """Detection after a restart needs the added chunks' vectors exactly as they were."""
-    vectors = np.random.default_rng(1).normal(size=(3, 384)).astype(np.float32)
+def test_a_pending_change_keeps_its_chunk_and_fact_vectors(tmp_path: Path) -> None:
+    """Detection after a restart needs the added chunks' and the new facts' vectors
+    exactly as they were, and must know a change whose new facts were not noted."""
+    vectors = np.random.default_rng(1).normal(size=(5, 384)).astype(np.float32)
     change = ChangeSet(
         added=["d"],
         added_chunks=[
             ChunkRecord(doc_id="d", chunk_id=f"c{i}", embedding=v.tolist())
-            for i, v in enumerate(vectors)
+            for i, v in enumerate(vectors[:3])
         ],
+        new_facts=vectors[3:].tolist(),
         kb_version=4,
     )
     store = WarmupStore(tmp_path / "warmup.sqlite3")
     store.add_pending(7, change)
+    store.add_pending(8, ChangeSet(updated=["e"], kb_version=5))  # new facts not known
     store.close()
-    [(seq, loaded)] = WarmupStore(tmp_path / "warmup.sqlite3").load().pending
+    [(seq, loaded), (_, unknown)] = WarmupStore(tmp_path / "warmup.sqlite3").load().pending
     assert seq == 7 and loaded.added == ["d"] and loaded.kb_version == 4
     assert [c.chunk_id for c in loaded.added_chunks] == ["c0", "c1", "c2"]
-    assert np.array_equal(np.array([c.embedding for c in loaded.added_chunks], np.float32), vectors)
+    chunks = np.array([c.embedding for c in loaded.added_chunks], np.float32)
+    assert np.array_equal(chunks, vectors[:3])
+    assert np.array_equal(np.array(loaded.new_facts, np.float32), vectors[3:])
+    assert unknown.new_facts is None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from rag.chat.change_rule import ContextBars
 from rag.chat.prompt import PromptBuilder
 from rag.knowledge.models import ChangeSet, ChunkRecord, Passage
 from rag.llm.client import CacheConfig
@@ -28,7 +29,7 @@ def test_seed_tiers() -> None:
 def candidate(i: int, frequency: float, tokens: int) -> Candidate:
     passage = Passage(doc_id=f"d{i}", chunk_id=f"c{i}", text=f"text {i}", score=0.5)
     prefix = PromptBuilder().prefix([passage])
-    return Candidate(prefix, (f"q{i}",), (0.5,), frequency, tokens)
+    return Candidate(prefix, (f"q{i}",), (ContextBars(0.5),), frequency, tokens)
 
 
 def test_planner_orders_by_value_and_cuts_at_the_budget() -> None:
@@ -83,6 +84,7 @@ def test_detector_uses_removed_chunks_and_kth_scores() -> None:
         fingerprints=["A", "B", "C"],
         embeddings=e,
         kth_scores=np.array([0.5, 0.9, 0.5], np.float32),
+        fact_bars=np.full(3, np.nan, np.float32),
     )
     change = ChangeSet(
         updated=["da"],

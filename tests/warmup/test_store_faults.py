@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rag.chat.change_rule import ContextBars
 from rag.chat.query import normalize_query
 from tests.conftest import Service
 from tests.fakes import FakeEngine
@@ -107,7 +108,7 @@ def test_the_journal_rewrites_the_store_once_it_takes_writes_again(tmp_path: Pat
         faults.arm("disk I/O error", times=3)  # the first batch, and two rewrites
         registry.put_entry(entry("fp1"))
         registry.record_query("a", "a", np.ones(4), 0.0, 3600.0)
-        registry.assign("a", "fp1", 0.5)
+        registry.assign("a", "fp1", ContextBars(0.5))
         registry.record_query("a", "a", np.ones(4), 0.0, 3600.0)
         assert await journal.flush(5.0)
         assert faults.raised == 3 and journal.failures == 3

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from qdrant_client import QdrantClient
 
-from rag.chat.memo import ContextMemo, Retrieved, kth_score
+from rag.chat.change_rule import kth_score
+from rag.chat.memo import ContextMemo, Retrieved
 from rag.chat.prompt import PromptBuilder
 from rag.chat.retriever import Retrieval, Retriever
 from rag.knowledge.base import KnowledgeBase

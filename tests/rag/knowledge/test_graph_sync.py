@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
+import numpy as np
 import pytest
 from qdrant_client import QdrantClient
 
@@ -84,6 +85,27 @@ def test_a_change_is_applied_from_its_own_texts(
     ]
 
 
+def test_a_change_notes_the_facts_the_graph_did_not_hold_before(
+    kb: KnowledgeBase, embedder: Embedder, tmp_path: Path
+) -> None:
+    """What the change rule tests: an updated document's unchanged facts are not new
+    (they were candidates of every retrieval since), the one it adds is."""
+    sync = GraphSync(kb, KnowledgeGraph(tmp_path / "kg", embedder.embed_texts), TripleExtractor())
+    first = kb.upsert(DOCS)
+    sync.apply(first)
+    texts = {t.text for d in DOCS for t in sync.graph.triples_for_document(d.id)}
+    assert first.new_facts is not None and len(first.new_facts) == len(texts) >= 4
+    text = f"{DOCS[1].text} Gustave Eiffel designed bridges."
+    change = kb.upsert([DocumentIn(id="paris", text=text)])
+    sync.apply(change)
+    added = embedder.embed_texts(["Gustave Eiffel design bridges"])
+    assert change.new_facts is not None and len(change.new_facts) == 1
+    assert float(np.dot(change.new_facts[0], added[0])) > 0.999
+    deleted = kb.delete("curie")
+    sync.apply(deleted)
+    assert deleted.new_facts == []
+
+
 def test_a_graph_left_behind_is_rebuilt_from_the_knowledge_base(
     kb: KnowledgeBase, embedder: Embedder, tmp_path: Path
 ) -> None:
@@ -116,11 +138,11 @@ class FailingGraph(KnowledgeGraph):
         self.writes = 0
         self.fail_at = fail_at
 
-    def replace_documents(self, *args: object, **kwargs: object) -> None:
+    def replace_documents(self, *args: object, **kwargs: object) -> np.ndarray:
         self.writes += 1
         if self.writes == self.fail_at:
             raise OSError("injected: the disk failed during the re-sync's second batch")
-        super().replace_documents(*args, **kwargs)  # type: ignore[arg-type]
+        return super().replace_documents(*args, **kwargs)  # type: ignore[arg-type]
 
 
 def test_a_start_resyncs_in_batches_with_progress_and_resumes_after_a_crash(
