@@ -2,7 +2,7 @@
 
 - ``validate_triples`` / ``supplied_triples``: check caller-supplied ``[s, p, o]`` triples.
 - ``TripleExtractor``: spaCy dependency rules, text -> triples with chunk provenance.
-- ``KnowledgeGraph``: the persisted, document-consistent networkx store (+ embeddings).
+- ``KnowledgeGraph``: the persisted, document-consistent triple store (+ embeddings).
 - ``SubgraphSelector``: links a question to nodes and returns at most 3 ranked triples.
 
 The names below load on first use (PEP 562): ``kg.models``, which the API's request

@@ -1,39 +1,65 @@
-"""The networkx graph that changes edit (``kg.store.KnowledgeGraph`` owns one).
+"""What changes edit (``kg.store.KnowledgeGraph`` owns one): each document's edges as the
+rows the file stores, each entity's display name and the edges that touch it, and how
+many edges state each triple text (a text no edge states loses its vector).
 
-Nodes are keyed by normalized entity name and keep a display name; every edge is one
-triple from one document. Besides the graph: each document's edges in the order given,
-and how many edges state each triple text (a text no edge states loses its vector).
+Nodes are keyed by normalized entity name; every edge is one triple from one document.
+These are plain dicts of the file's rows rather than a networkx graph: at 323,000
+triples the networkx graph took 2.2 KB a triple (an attribute dict per edge, nested
+adjacency dicts both ways) and 8 s to build at a start; nothing here needs a graph
+algorithm (the snapshot, ``kg.index``, is what queries walk).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
-from typing import Any
 
-import networkx as nx
-
-from kg.graph_file import EdgeRef
+from kg.graph_file import EdgeRow
 from kg.index import SnapshotChange
 from kg.models import Triple, triple_text
 
+#: An edge's identity: its document and its position there.
+EdgeId = tuple[str, int]
+
 
 class GraphEdits:
-    """The graph, its documents' edges and its triple texts' reference counts."""
+    """Documents' edges, entities' names and incident edges, triple texts' counts."""
 
     def __init__(
         self,
-        graph: nx.MultiDiGraph | None = None,
-        doc_edges: dict[str, list[EdgeRef]] | None = None,
+        doc_edges: dict[str, list[EdgeRow]] | None = None,
+        names: dict[str, str] | None = None,
         text_refs: Counter[str] | None = None,
     ) -> None:
-        self.graph = nx.MultiDiGraph() if graph is None else graph
-        self.doc_edges: dict[str, list[EdgeRef]] = {} if doc_edges is None else doc_edges
+        self.doc_edges: dict[str, list[EdgeRow]] = {} if doc_edges is None else doc_edges
+        self.node_names: dict[str, str] = {} if names is None else names
         self.text_refs: Counter[str] = Counter() if text_refs is None else text_refs
+        self.incident: dict[str, dict[EdgeId, EdgeRow]] = {}
+        for rows in self.doc_edges.values():
+            for row in rows:
+                self._link(row)
+
+    @classmethod
+    def of_rows(cls, edges: Iterable[EdgeRow], names: Mapping[str, str]) -> GraphEdits:
+        """From the file's rows (in (doc_id, position) order) and the nodes' names."""
+        doc_edges: dict[str, list[EdgeRow]] = {}
+        text_refs: Counter[str] = Counter()
+        for edge in edges:
+            doc_edges.setdefault(edge.doc_id, []).append(edge)
+            text_refs[edge_text(edge)] += 1
+        return cls(doc_edges, dict(names), text_refs)
+
+    def edges(self) -> Iterable[EdgeRow]:
+        """Every edge, document by document."""
+        return (row for rows in self.doc_edges.values() for row in rows)
+
+    def degree(self, node: str) -> int:
+        """Edges touching ``node``, a self-loop twice (as networkx counts)."""
+        return sum(2 if r.subject == r.object else 1 for r in self.incident.get(node, {}).values())
 
     def names(self, nodes: Iterable[str]) -> dict[str, str]:
         """Display names of those of ``nodes`` still in the graph."""
-        return {n: str(self.graph.nodes[n].get("name", n)) for n in nodes if n in self.graph}
+        return {n: self.node_names[n] for n in nodes if n in self.node_names}
 
     def snapshot_change(
         self, docs: Collection[str], touched: set[str], removed_nodes: set[str]
@@ -43,9 +69,9 @@ class GraphEdits:
         return SnapshotChange(
             removed_docs=set(docs),
             edges=[
-                (u, v, key, self.graph.edges[u, v, key])
+                (r.subject, r.object, r.key, r.attributes())
                 for doc_id in docs
-                for u, v, key in self.doc_edges.get(doc_id, [])
+                for r in self.doc_edges.get(doc_id, [])
             ],
             names=self.names(touched),
             removed_nodes=removed_nodes,
@@ -54,39 +80,38 @@ class GraphEdits:
     def drop_edges(self, doc_id: str, released: set[str]) -> set[str]:
         """Remove the document's edges; add texts no edge states any more to ``released``."""
         touched: set[str] = set()
-        for u, v, key in self.doc_edges.pop(doc_id, []):
-            data = self.graph.edges[u, v, key]
-            text = _edge_text(data)
+        for row in self.doc_edges.pop(doc_id, []):
+            text = edge_text(row)
             if self._release_text(text):
                 released.add(text)
-            self.graph.remove_edge(u, v, key)
-            touched.update((u, v))
+            for node in (row.subject, row.object):
+                self.incident[node].pop((row.doc_id, row.position), None)
+            touched.update((row.subject, row.object))
         return touched
 
     def add_edges(self, doc_id: str, rows: list[tuple[Triple, str, str, str]]) -> set[str]:
-        refs: list[EdgeRef] = []
+        edges: list[EdgeRow] = []
         touched: set[str] = set()
         for i, (triple, sk, _, ok) in enumerate(rows):
             for key, name in ((sk, triple.subject), (ok, triple.object)):
-                if key not in self.graph:
-                    self.graph.add_node(key, name=name)
-            edge_key = f"{doc_id}#{i}"
-            self.graph.add_edge(
-                sk,
-                ok,
-                key=edge_key,
-                predicate=triple.predicate,
+                self.node_names.setdefault(key, name)
+            row = EdgeRow(
                 doc_id=doc_id,
+                position=i,
+                subject=sk,
+                object=ok,
+                predicate=triple.predicate,
                 chunk_id=triple.chunk_id,
                 source=triple.source,
                 subject_name=triple.subject,
                 object_name=triple.object,
             )
+            self._link(row)
             self.text_refs[triple.text] += 1
-            refs.append((sk, ok, edge_key))
+            edges.append(row)
             touched.update((sk, ok))
-        if refs:
-            self.doc_edges[doc_id] = refs
+        if edges:
+            self.doc_edges[doc_id] = edges
         return touched
 
     def settle_nodes(self, touched: set[str]) -> set[str]:
@@ -94,21 +119,30 @@ class GraphEdits:
         names truthful."""
         removed: set[str] = set()
         for node in touched:
-            if node not in self.graph:
+            if node not in self.node_names:
                 continue
-            if self.graph.degree(node) == 0:
-                self.graph.remove_node(node)
+            if not self.incident.get(node):
+                del self.node_names[node]
+                self.incident.pop(node, None)
                 removed.add(node)
                 continue
             forms = self._surface_forms(node)
-            if self.graph.nodes[node].get("name") not in forms:
+            if self.node_names[node] not in forms:
                 # The document that named it is gone: take a remaining form, deterministically.
-                self.graph.nodes[node]["name"] = min(forms)
+                self.node_names[node] = min(forms)
         return removed
 
+    def _link(self, row: EdgeRow) -> None:
+        for node in (row.subject, row.object):
+            self.incident.setdefault(node, {})[(row.doc_id, row.position)] = row
+
     def _surface_forms(self, node: str) -> set[str]:
-        forms = {str(d["subject_name"]) for _, _, d in self.graph.out_edges(node, data=True)}
-        forms |= {str(d["object_name"]) for _, _, d in self.graph.in_edges(node, data=True)}
+        forms: set[str] = set()
+        for row in self.incident[node].values():
+            if row.subject == node:
+                forms.add(row.subject_name)
+            if row.object == node:
+                forms.add(row.object_name)
         return forms
 
     def _release_text(self, text: str) -> bool:
@@ -120,5 +154,6 @@ class GraphEdits:
         return False
 
 
-def _edge_text(data: Mapping[str, Any]) -> str:
-    return triple_text(str(data["subject_name"]), str(data["predicate"]), str(data["object_name"]))
+def edge_text(row: EdgeRow) -> str:
+    """The triple text an edge states (what its vector embeds)."""
+    return triple_text(row.subject_name, row.predicate, row.object_name)

@@ -22,20 +22,17 @@ import json
 import logging
 import sqlite3
 import threading
-from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import networkx as nx
 import numpy as np
 
 from durable import remove_stale_temps
 from durable.sqlite import as_os_error
 from kg.embeddings import EmbeddingTable
-from kg.models import triple_text
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +59,6 @@ NODE, TRIPLE = "node", "triple"
 #: (``replace``) checkpoints at once, or its log would stay as large as the graph.
 _WAL_LIMIT_BYTES = 64 * 2**20
 
-EdgeRef = tuple[str, str, str]  # (subject key, object key, edge key)
-
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS edges (
@@ -81,7 +76,7 @@ CREATE TABLE IF NOT EXISTS documents (doc_id TEXT PRIMARY KEY, version TEXT NOT 
 """
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class EdgeRow:
     """One triple of one document, as stored (``position`` orders the document's edges)."""
 
@@ -364,11 +359,6 @@ def _read_vectors(db: sqlite3.Connection, kind: str) -> Vectors:
     return Vectors(keys, matrix[: len(keys)])
 
 
-def edge_rows(graph: nx.MultiDiGraph) -> list[EdgeRow]:
-    """Every edge of ``graph`` as a row."""
-    return [EdgeRow.from_attributes(u, v, k, d) for u, v, k, d in graph.edges(keys=True, data=True)]
-
-
 def node_names(rows: GraphRows) -> dict[str, str]:
     """The display name of every node an edge of ``rows`` joins: its row's, or (a node
     without a row, normally none) its first surface form. Nodes without edges are left out."""
@@ -383,20 +373,3 @@ def node_names(rows: GraphRows) -> dict[str, str]:
 def edge_items(rows: GraphRows) -> Iterator[tuple[str, str, str, dict[str, Any]]]:
     """(subject, object, key, attributes) of every edge, as the graph holds them."""
     return ((e.subject, e.object, e.key, e.attributes()) for e in rows.edges)
-
-
-def graph_from_rows(
-    rows: GraphRows,
-) -> tuple[nx.MultiDiGraph, dict[str, list[EdgeRef]], Counter[str]]:
-    """The graph of ``rows`` (nodes named by ``node_names``), each document's edges in
-    order, and how many edges state each triple text."""
-    graph = nx.MultiDiGraph()
-    graph.add_nodes_from((key, {"name": name}) for key, name in node_names(rows).items())
-    doc_edges: dict[str, list[EdgeRef]] = {}
-    text_refs: Counter[str] = Counter()
-    for edge in rows.edges:
-        doc_edges.setdefault(edge.doc_id, []).append((edge.subject, edge.object, edge.key))
-        text_refs[triple_text(edge.subject_name, edge.predicate, edge.object_name)] += 1
-    # One call for all edges: a third faster than an ``add_edge`` each at a start.
-    graph.add_edges_from(edge_items(rows))
-    return graph, doc_edges, text_refs

@@ -1,14 +1,14 @@
 """An immutable, array-based view of the graph built for fast subgraph selection.
 
-networkx is the store's source of truth, but walking its dicts and sorting edges per query
-would cost milliseconds. The store keeps one ``GraphSnapshot``: nodes and edges in a
-canonical order (so results never depend on insertion history), adjacency in CSR form,
-per-chunk edge lists (``kg.edge_lists``) and the vectors as rows of the embedding tables
-(``VectorRows``, no copies). Queries read a snapshot without locks; a change swaps in a
-new one.
+The rows the store edits (``kg.edits``) are its source of truth, but walking them and
+sorting edges per query would cost milliseconds. The store keeps one ``GraphSnapshot``:
+nodes and edges in a canonical order (so results never depend on insertion history),
+adjacency in CSR form, per-chunk edge lists (``kg.edge_lists``) and the vectors as rows
+of the embedding tables (``VectorRows``, no copies). Queries read a snapshot without
+locks; a change swaps in a new one.
 
-A start builds it whole (``build_from``, from the file's rows, before the networkx graph
-exists). A change patches the previous one (``apply``): rebuilt whole, one document's
+A start builds it whole (``build_from``, from the file's rows, before what changes edit
+is built). A change patches the previous one (``apply``): rebuilt whole, one document's
 change took 8.6 s of its 10.6 s at 323,000 triples, all of it Python work per edge; the
 patch does Python work per changed edge and array copies for the rest. Both give the same
 snapshot (``tests/kg/test_snapshot_apply.py``).
@@ -21,7 +21,6 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import networkx as nx
 import numpy as np
 
 from kg.edge_lists import ChunkIndex
@@ -32,7 +31,7 @@ from kg.normalize import normalize_predicate
 _EMPTY_INT = np.zeros(0, dtype=np.int64)
 
 EdgeItem = tuple[str, str, str, Mapping[str, Any]]
-"""(subject key, object key, edge key, attributes), as the networkx graph holds an edge."""
+"""(subject key, object key, edge key "<doc_id>#<position>", attributes) of an edge."""
 
 
 def _no_vectors() -> VectorRows:
@@ -113,14 +112,6 @@ class GraphSnapshot:
     def _document_edges(self, doc_ids: Sequence[str]) -> np.ndarray:
         found = [self.chunks.document(d) for d in dict.fromkeys(doc_ids)]
         return np.concatenate(found) if found else _EMPTY_INT
-
-    @classmethod
-    def build(
-        cls, graph: nx.MultiDiGraph, nodes: EmbeddingTable, triples: EmbeddingTable
-    ) -> GraphSnapshot:
-        """Index ``graph`` with vectors from the node and triple embedding tables."""
-        names = {key: str(data.get("name", key)) for key, data in graph.nodes(data=True)}
-        return cls.build_from(graph.edges(keys=True, data=True), names, nodes, triples)
 
     @classmethod
     def build_from(

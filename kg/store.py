@@ -1,13 +1,13 @@
-"""The knowledge graph: a networkx MultiDiGraph of triples with provenance, kept on disk.
+"""The knowledge graph: triples with provenance, kept on disk.
 
 Nodes are keyed by normalized entity name and keep a display name; every edge is one triple
-from one document (attributes: predicate, doc_id, chunk_id, source, and the subject/object
-surface forms that document used; ``kg.edits`` edits them). The graph always mirrors the
+from one document (predicate, doc_id, chunk_id, source, and the subject/object surface
+forms that document used; ``kg.edits`` edits them). The graph always mirrors the
 documents: replacing a document swaps its edges, removing one drops its edges and then any
 node left without edges.
 
 ``kg.graph_file`` persists it: each change writes only the rows it touches, in one SQLite
-transaction, with the versions of the documents it reflects. The networkx graph, the
+transaction, with the versions of the documents it reflects. What changes edit, the
 embedding tables and the read-only ``GraphSnapshot`` live in memory and are rebuilt from
 the file at start: the snapshot first (read back from ``kg.snapshot_file`` after a clean
 close), the rest after it in a thread (``load``).
@@ -28,14 +28,11 @@ from kg.edits import GraphEdits
 from kg.embeddings import EmbeddingTable, EmbedFn, embed_checked
 from kg.graph_file import (
     GRAPH_DB_FILE,
-    EdgeRow,
     GraphChange,
     GraphFile,
     GraphRows,
     Vectors,
     edge_items,
-    edge_rows,
-    graph_from_rows,
     node_names,
 )
 from kg.index import GraphSnapshot
@@ -74,7 +71,7 @@ class KnowledgeGraph:
         self._triple_vectors = EmbeddingTable()
         self._snapshot = GraphSnapshot()
         self._versions: dict[str, str] = {}
-        self._pending: GraphRows | None = None  # rows the networkx graph is yet to be built from
+        self._pending: GraphRows | None = None  # rows what changes edit is yet to be built from
         self._unread = False  # the snapshot was read back: the rows are yet to be read
         self._behind = False  # a write failed: the file is behind memory until ``save``
         self._closed = False
@@ -124,21 +121,19 @@ class KnowledgeGraph:
         """The document's triples in the order they were given (empty if unknown)."""
         with self._lock:
             self._mutable()
-            return [
-                edge_triple(self._edits.graph, ref) for ref in self._edits.doc_edges.get(doc_id, [])
-            ]
+            return [edge_triple(row) for row in self._edits.doc_edges.get(doc_id, [])]
 
     def search_entities(self, q: str, limit: int = 20) -> list[EntityInfo]:
         """``kg.views.search_entities`` on this graph."""
         with self._lock:
             self._mutable()
-            return search_entities(self._edits.graph, self.normalizer, q, limit)
+            return search_entities(self._edits, self.normalizer, q, limit)
 
     def around(self, name: str, limit: int = 50) -> Neighbourhood | None:
         """``kg.views.around`` on this graph."""
         with self._lock:
             self._mutable()
-            return around(self._edits.graph, self.normalizer, name, limit)
+            return around(self._edits, self.normalizer, name, limit)
 
     # -- write side -----------------------------------------------------------------------
 
@@ -218,9 +213,7 @@ class KnowledgeGraph:
                     replaced=set(prepared),
                     versions=dict(versions),
                     edges=[
-                        EdgeRow.from_attributes(u, v, key, self._edits.graph.edges[u, v, key])
-                        for doc_id in prepared
-                        for u, v, key in self._edits.doc_edges.get(doc_id, [])
+                        row for doc_id in prepared for row in self._edits.doc_edges.get(doc_id, [])
                     ],
                     nodes=self._edits.names(touched),
                     removed_nodes=removed_nodes,
@@ -236,11 +229,11 @@ class KnowledgeGraph:
         """Write the whole graph to the folder's file (each change does, with autosave)."""
         with self._lock:
             self._mutable()
-            nodes, texts = sorted(self._edits.graph.nodes), sorted(self._edits.text_refs)
+            nodes, texts = sorted(self._edits.node_names), sorted(self._edits.text_refs)
             snapshot_file.discard(self._folder)
             self._file.replace(
                 GraphRows(
-                    edges=edge_rows(self._edits.graph),
+                    edges=list(self._edits.edges()),
                     nodes=self._edits.names(nodes),
                     node_vectors=Vectors.of(self._node_vectors, nodes),
                     triple_vectors=Vectors.of(self._triple_vectors, texts),
@@ -308,10 +301,10 @@ class KnowledgeGraph:
     def load(self, prepare: bool = True) -> None:
         """Read the graph from its folder (the constructor does, unless ``load=False``).
 
-        The snapshot that chats read is built from the file's rows; the networkx graph
-        that changes edit is built after, in a thread, and a change (or an operator's
-        view) that comes first waits for it. At 323,000 triples that graph took 8 s of a
-        start's 22 s. After a clean close the snapshot is read back instead, and the rows
+        The snapshot that chats read is built from the file's rows; what changes edit is
+        built after, in a thread, and a change (or an operator's view) that comes first
+        waits for it (at 323,000 triples, as a networkx graph, that took 8 s of a start's
+        22 s). After a clean close the snapshot is read back instead, and the rows
         are read in the thread too. ``prepare=False`` starts no thread: the first change
         or view builds what it needs (the service's way: at 323,000 triples that is 15 s
         of Python, which beside a start slowed it, 30.1 s to /ready against 4 s for the
@@ -346,7 +339,7 @@ class KnowledgeGraph:
             self.prepare()
 
     def prepare(self) -> None:
-        """Build what changes edit (the rows read, the networkx graph) in a thread now;
+        """Build what changes edit (from the rows read) in a thread now;
         a change or an operator's view that comes first builds it itself."""
         threading.Thread(target=self._build_graph, name="kg-graph", daemon=True).start()
 
@@ -355,8 +348,8 @@ class KnowledgeGraph:
         return self._prepared.wait(timeout)
 
     def _adopt(self, rows: GraphRows) -> dict[str, str]:
-        """Take the file's versions and vectors (repaired), keep the rows for the networkx
-        graph; return the nodes' display names."""
+        """Take the file's versions and vectors (repaired), keep the rows for what changes
+        edit; return the nodes' display names."""
         self._versions = dict(rows.versions)
         self._node_vectors = EmbeddingTable.adopt(rows.node_vectors.keys, rows.node_vectors.matrix)
         self._triple_vectors = EmbeddingTable.adopt(
@@ -377,7 +370,7 @@ class KnowledgeGraph:
             log.exception("knowledge graph: building the graph after the start failed")
 
     def _mutable(self) -> None:
-        """Build the networkx graph from the rows a start read, if not yet done (the
+        """Build what changes edit from the rows a start read, if not yet done (the
         caller holds the lock). A build that fails is tried again on the next call."""
         if self._unread:
             read = self._file.read(legacy=read_legacy_folder, vectors=False)
@@ -395,7 +388,7 @@ class KnowledgeGraph:
         rows = self._pending
         if rows is not None:
             started = time.perf_counter()
-            self._edits = GraphEdits(*graph_from_rows(rows))
+            self._edits = GraphEdits.of_rows(rows.edges, node_names(rows))
             self._pending = None
             self._prepared.set()
             log.info(

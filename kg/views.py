@@ -1,30 +1,28 @@
-"""Read views of the networkx graph for operators (the console's entity search and an
-entity's neighbourhood); ``KnowledgeGraph`` calls them under its lock."""
+"""Read views of what changes edit (``kg.edits``) for operators (the console's entity
+search and an entity's neighbourhood); ``KnowledgeGraph`` calls them under its lock."""
 
 from __future__ import annotations
 
-import networkx as nx
-
-from kg.graph_file import EdgeRef
+from kg.edits import GraphEdits
+from kg.graph_file import EdgeRow
 from kg.models import EntityInfo, Neighbourhood, Triple
 from kg.normalize import EntityNormalizer
 
 
-def edge_triple(graph: nx.MultiDiGraph, ref: EdgeRef) -> Triple:
-    """The triple an edge of ``graph`` states."""
-    data = graph.edges[ref]
+def edge_triple(row: EdgeRow) -> Triple:
+    """The triple an edge states."""
     return Triple(
-        subject=data["subject_name"],
-        predicate=data["predicate"],
-        object=data["object_name"],
-        doc_id=data["doc_id"],
-        chunk_id=data.get("chunk_id"),
-        source=data.get("source", "supplied"),
+        subject=row.subject_name,
+        predicate=row.predicate,
+        object=row.object_name,
+        doc_id=row.doc_id,
+        chunk_id=row.chunk_id,
+        source="extracted" if row.source == "extracted" else "supplied",
     )
 
 
 def search_entities(
-    graph: nx.MultiDiGraph, normalizer: EntityNormalizer, q: str, limit: int
+    edits: GraphEdits, normalizer: EntityNormalizer, q: str, limit: int
 ) -> list[EntityInfo]:
     """Entities whose key or display name contains ``q`` (case-insensitive).
 
@@ -36,8 +34,7 @@ def search_entities(
     needle = " ".join(q.lower().split())
     key_needle = normalizer.normalize(needle) if needle else ""
     ranked: list[tuple[int, int, str, str]] = []
-    for key, data in graph.nodes(data=True):
-        name = str(data.get("name", key))
+    for key, name in edits.node_names.items():
         haystacks = (key, name.lower())
         if needle and not any(needle in h or key_needle in h for h in haystacks):
             continue
@@ -47,13 +44,13 @@ def search_entities(
             rank = 1
         else:
             rank = 2
-        ranked.append((rank, -int(graph.degree(key)), key, name))
+        ranked.append((rank, -edits.degree(key), key, name))
     ranked.sort()
     return [EntityInfo(key=k, name=n, degree=-d) for _, d, k, n in ranked[:limit]]
 
 
 def around(
-    graph: nx.MultiDiGraph, normalizer: EntityNormalizer, name: str, limit: int
+    edits: GraphEdits, normalizer: EntityNormalizer, name: str, limit: int
 ) -> Neighbourhood | None:
     """The entity called ``name`` (any surface form its key normalizes to) and up to
     ``limit`` of its triples, outgoing first, each list sorted by predicate, subject,
@@ -63,14 +60,12 @@ def around(
     def order(t: Triple) -> tuple[str, str, str, str]:
         return (t.predicate, t.subject, t.object, t.doc_id)
 
-    if key not in graph:
+    if key not in edits.node_names:
         return None
-    out_refs = list(graph.out_edges(key, keys=True))
-    in_refs = [r for r in graph.in_edges(key, keys=True) if r[0] != key]
-    outgoing = sorted((edge_triple(graph, r) for r in out_refs), key=order)
-    incoming = sorted((edge_triple(graph, r) for r in in_refs), key=order)
-    node = graph.nodes[key]
-    entity = EntityInfo(key=key, name=str(node.get("name", key)), degree=int(graph.degree(key)))
+    rows = list(edits.incident.get(key, {}).values())
+    outgoing = sorted((edge_triple(r) for r in rows if r.subject == key), key=order)
+    incoming = sorted((edge_triple(r) for r in rows if r.object == key != r.subject), key=order)
+    entity = EntityInfo(key=key, name=edits.node_names[key], degree=edits.degree(key))
     return Neighbourhood(
         entity=entity,
         outgoing=outgoing[:limit],

@@ -1,5 +1,5 @@
-"""A start: the snapshot chats read is built from the file's rows, and the networkx
-graph that changes edit is built after it, in a thread (``KnowledgeGraph.load``)."""
+"""A start: the snapshot chats read is built from the file's rows, and what changes
+edit is built after it, in a thread (``KnowledgeGraph.load``)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ import pytest
 import kg.store
 from kg import EmbedFn, KnowledgeGraph, TripleExtractor
 from kg.embeddings import EmbeddingTable
-from kg.graph_file import GraphRows
 from kg.index import GraphSnapshot
 from tests.kg.kg_testdata import CountingEmbed, corpus_triples, snapshot_content, supplied
 
@@ -61,14 +60,14 @@ def test_reads_do_not_wait_for_the_graph_and_a_change_does(
     """The build is held (an event it waits on) to show what waits for it."""
     release = threading.Event()
     building = threading.Event()
-    build = kg.store.graph_from_rows
+    build = kg.store.GraphEdits.of_rows
 
-    def held(rows: GraphRows) -> Any:
+    def held(*rows: Any) -> Any:
         building.set()
         assert release.wait(timeout=60)
-        return build(rows)
+        return build(*rows)
 
-    monkeypatch.setattr(kg.store, "graph_from_rows", held)
+    monkeypatch.setattr(kg.store.GraphEdits, "of_rows", held)
     embed = CountingEmbed(embed_fn)
     again = KnowledgeGraph(saved.folder, embed)
     assert building.wait(timeout=60)
@@ -105,18 +104,18 @@ def test_a_failed_build_is_logged_and_done_by_the_next_change(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Injected: the first build raises MemoryError."""
-    build = kg.store.graph_from_rows
+    build = kg.store.GraphEdits.of_rows
     failed = threading.Event()
     calls: list[int] = []
 
-    def once(rows: GraphRows) -> Any:
+    def once(*rows: Any) -> Any:
         calls.append(1)
         if len(calls) == 1:
             failed.set()
             raise MemoryError("injected")
-        return build(rows)
+        return build(*rows)
 
-    monkeypatch.setattr(kg.store, "graph_from_rows", once)
+    monkeypatch.setattr(kg.store.GraphEdits, "of_rows", once)
     with caplog.at_level(logging.ERROR, logger="kg.store"):
         again = KnowledgeGraph(saved.folder, embed_fn)
         assert failed.wait(timeout=60)
