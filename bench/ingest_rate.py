@@ -62,7 +62,7 @@ STAGES = (
     Stage("docstore save", KBState, "save"),
     Stage("spacy extraction", TripleExtractor, "extract_documents"),
     Stage(EMBEDDING_STAGE),
-    Stage("graph snapshot", GraphSnapshot, "build"),
+    Stage("graph snapshot", GraphSnapshot, "apply"),
     Stage("graph persist", GraphFile, "write"),
 )
 

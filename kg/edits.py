@@ -12,14 +12,37 @@ algorithm (the snapshot, ``kg.index``, is what queries walk).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from kg.graph_file import EdgeRow
 from kg.index import SnapshotChange
 from kg.models import Triple, triple_text
+from kg.normalize import EntityNormalizer, normalize_predicate
 
 #: An edge's identity: its document and its position there.
 EdgeId = tuple[str, int]
+#: A triple to file, with its subject, predicate and object keys.
+KeyedTriple = tuple[Triple, str, str, str]
+
+
+def keyed_triples(
+    doc_id: str, triples: Sequence[Triple], normalizer: EntityNormalizer
+) -> list[KeyedTriple]:
+    """(triple, subject key, predicate key, object key), duplicates within the document
+    dropped; a triple filed under another document is an error."""
+    rows: list[KeyedTriple] = []
+    seen: set[tuple[str, str, str, str | None, str]] = set()
+    for triple in triples:
+        if triple.doc_id != doc_id:
+            raise ValueError(f"triple of document {triple.doc_id!r} filed under {doc_id!r}")
+        sk = normalizer.normalize(triple.subject)
+        pk = normalize_predicate(triple.predicate)
+        ok = normalizer.normalize(triple.object)
+        identity = (sk, pk, ok, triple.chunk_id, triple.source)
+        if identity not in seen:
+            seen.add(identity)
+            rows.append((triple, sk, pk, ok))
+    return rows
 
 
 class GraphEdits:
@@ -89,23 +112,25 @@ class GraphEdits:
             touched.update((row.subject, row.object))
         return touched
 
-    def add_edges(self, doc_id: str, rows: list[tuple[Triple, str, str, str]]) -> set[str]:
+    def add_edges(self, doc_id: str, rows: list[KeyedTriple]) -> set[str]:
         edges: list[EdgeRow] = []
         touched: set[str] = set()
         for i, (triple, sk, _, ok) in enumerate(rows):
-            for key, name in ((sk, triple.subject), (ok, triple.object)):
-                self.node_names.setdefault(key, name)
-            row = EdgeRow(
-                doc_id=doc_id,
-                position=i,
-                subject=sk,
-                object=ok,
-                predicate=triple.predicate,
-                chunk_id=triple.chunk_id,
-                source=triple.source,
-                subject_name=triple.subject,
-                object_name=triple.object,
+            row = EdgeRow.stored(
+                (
+                    doc_id,
+                    i,
+                    sk,
+                    ok,
+                    triple.predicate,
+                    triple.chunk_id,
+                    triple.source,
+                    triple.subject,
+                    triple.object,
+                )
             )
+            for key, name in ((row.subject, row.subject_name), (row.object, row.object_name)):
+                self.node_names.setdefault(key, name)
             self._link(row)
             self.text_refs[triple.text] += 1
             edges.append(row)

@@ -33,6 +33,7 @@ import numpy as np
 from durable import remove_stale_temps
 from durable.sqlite import as_os_error
 from kg.embeddings import EmbeddingTable
+from kg.models import shared
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +104,23 @@ class EdgeRow:
             source=str(data.get("source", "supplied")),
             subject_name=str(data["subject_name"]),
             object_name=str(data["object_name"]),
+        )
+
+    @classmethod
+    def stored(cls, row: Sequence[Any]) -> EdgeRow:
+        """From a row of the ``edges`` table (in its column order), with its strings
+        shared (``shared``)."""
+        doc_id, position, subject, object_, predicate, chunk_id, source, sname, oname = row
+        return cls(
+            shared(doc_id),
+            position,
+            shared(subject),
+            shared(object_),
+            shared(predicate),
+            None if chunk_id is None else shared(chunk_id),
+            shared(source),
+            shared(sname),
+            shared(oname),
         )
 
     @property
@@ -308,13 +326,13 @@ class GraphFile:
     def _read_all(db: sqlite3.Connection, with_vectors: bool = True) -> GraphRows:
         try:
             edges = [
-                EdgeRow(*row)
+                EdgeRow.stored(row)
                 for row in db.execute(
                     "SELECT doc_id, position, subject, object, predicate, chunk_id, source, "
                     "subject_name, object_name FROM edges ORDER BY doc_id, position"
                 )
             ]
-            nodes = dict(db.execute("SELECT key, name FROM nodes"))
+            nodes = {shared(k): shared(n) for k, n in db.execute("SELECT key, name FROM nodes")}
             vectors = {
                 kind: _read_vectors(db, kind) if with_vectors else Vectors()
                 for kind in (NODE, TRIPLE)

@@ -27,6 +27,7 @@ from kg.edge_lists import ChunkIndex
 from kg.embeddings import VectorRows
 from kg.graph_file import GRAPH_DB_FILE, Vectors
 from kg.index import EDGE_LISTS, GraphSnapshot
+from kg.models import shared
 
 log = logging.getLogger(__name__)
 
@@ -42,11 +43,17 @@ _ARRAYS = (
     "adjacency_edges",
 )
 _STRINGS = ("node_keys", "node_names", "predicate_keys", *EDGE_LISTS)
+#: Lists whose strings are (nearly) all different: the others' are shared (``shared``).
+_UNIQUE = {"edge_key", "edge_text"}
 # Vectors are saved as matrices of their own: the nodes' in node order, the triple
 # texts' once per text with each edge's row.
 _VECTORS = {"node_vectors", "edge_vectors"}
 _DERIVED = {"node_index", "chunks"}
 assert {f.name for f in fields(GraphSnapshot)} == {*_ARRAYS, *_STRINGS, *_VECTORS, *_DERIVED}
+
+
+def _shared(value: str | None) -> str | None:
+    return None if value is None else shared(value)
 
 
 def discard(folder: Path) -> None:
@@ -116,7 +123,10 @@ def load(folder: Path) -> tuple[GraphSnapshot, dict[str, str]] | None:
     except (OSError, ValueError, KeyError) as exc:
         log.warning("knowledge graph: ignoring the saved snapshot %s (%s)", path, exc)
         return None
-    strings = {name: meta[name] for name in _STRINGS}
+    strings: dict[str, Any] = {
+        name: meta[name] if name in _UNIQUE else [_shared(s) for s in meta[name]]
+        for name in _STRINGS
+    }
     snapshot = GraphSnapshot(
         node_index={key: i for i, key in enumerate(strings["node_keys"])},
         node_vectors=node_vectors,

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from kg import snapshot_file
-from kg.edits import GraphEdits
+from kg.edits import GraphEdits, keyed_triples
 from kg.embeddings import EmbeddingTable, EmbedFn, embed_checked
 from kg.graph_file import (
     GRAPH_DB_FILE,
@@ -38,7 +38,7 @@ from kg.graph_file import (
 from kg.index import GraphSnapshot
 from kg.legacy import read_legacy_folder
 from kg.models import EntityInfo, Neighbourhood, Triple, triple_text
-from kg.normalize import EntityNormalizer, default_normalizer, normalize_predicate
+from kg.normalize import EntityNormalizer, default_normalizer
 from kg.views import around, edge_triple, search_entities
 
 log = logging.getLogger(__name__)
@@ -168,7 +168,9 @@ class KnowledgeGraph:
     def _change(
         self, documents: Mapping[str, Sequence[Triple]], versions: Mapping[str, str | None]
     ) -> np.ndarray:
-        prepared = {doc_id: self._prepare(doc_id, ts) for doc_id, ts in documents.items()}
+        prepared = {
+            doc_id: keyed_triples(doc_id, ts, self.normalizer) for doc_id, ts in documents.items()
+        }
         with self._lock:
             self._mutable()
             added_nodes, added_texts = self._embed_missing(
@@ -264,24 +266,6 @@ class KnowledgeGraph:
             raise
 
     # -- internals ------------------------------------------------------------------------
-
-    def _prepare(
-        self, doc_id: str, triples: Sequence[Triple]
-    ) -> list[tuple[Triple, str, str, str]]:
-        """(triple, subject key, predicate key, object key), duplicates within the doc dropped."""
-        rows: list[tuple[Triple, str, str, str]] = []
-        seen: set[tuple[str, str, str, str | None, str]] = set()
-        for triple in triples:
-            if triple.doc_id != doc_id:
-                raise ValueError(f"triple of document {triple.doc_id!r} filed under {doc_id!r}")
-            sk = self.normalizer.normalize(triple.subject)
-            pk = normalize_predicate(triple.predicate)
-            ok = self.normalizer.normalize(triple.object)
-            identity = (sk, pk, ok, triple.chunk_id, triple.source)
-            if identity not in seen:
-                seen.add(identity)
-                rows.append((triple, sk, pk, ok))
-        return rows
 
     def _embed_missing(
         self, nodes: list[tuple[str, str]], texts: list[str]

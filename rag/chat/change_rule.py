@@ -10,7 +10,7 @@ have moved it when:
    graph from before it);
 2. a new chunk scores above its k-th passage for its question (only then can the chunk
    enter its top-k), or above the weakest candidate where an identifier rerank chose the
-   top-k (``Retrieval.entry_bar``, ``rag.chat.memo.kth_score``);
+   top-k (``Retrieval.entry_bar``, ``rag.chat.change_rule.kth_score``);
 3. a fact the batch brought into the graph (``ChangeSet.new_facts``) scores above the
    weakest fact it injects (or the selector's threshold while it has free slots), less
    the most the selector adds to a fact's score over its cosine;

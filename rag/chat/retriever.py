@@ -55,7 +55,7 @@ class Retrieval:
     #: enter ``facts`` only by its score (``rag.chat.memo``).
     fact_reach: frozenset[str] = frozenset()
     #: The score a new chunk must beat to be able to enter ``passages``, where that is not
-    #: the last passage's (``rag.chat.memo.kth_score``): after an identifier rerank, any
+    #: the last passage's (``rag.chat.change_rule.kth_score``): after an identifier rerank, any
     #: chunk among the candidates can be promoted, so the weakest candidate's score, or
     #: -1 (every chunk) where the knowledge base had fewer chunks than were asked for.
     entry_bar: float | None = None
