@@ -6,11 +6,15 @@ cleanly so its snapshot is saved, then measures in a fresh process what a servic
 and its first changes do to the graph alone: the load (the snapshot read back), the
 build of what changes edit, and ``--changes`` one-document changes with their writes.
 RSS is the process's (after a ``gc.collect``) above what it held before the load;
-``peak_mib`` is its high-water mark on the same footing. The service's own start is
-``bench.scale_startup``; this isolates the graph, whose memory is what the 1M target
-misses on.
+``peak_mib`` is its high-water mark on the same footing. ``*_anon_mib`` is the part of
+it that is the process's own memory (``RssAnon``): the rest is pages of files mapped
+into it (the saved snapshot's vectors), which the kernel can drop and read again. Last,
+``--queries`` fact selections (``bench.kg_subgraph``'s questions, each with its own
+edge's chunk as a passage) show how much of the mapped vectors the reads page in, and
+what a selection costs. The service's own start is ``bench.scale_startup``; this
+isolates the graph, whose memory is what the 1M target misses on.
 
-Run: ``.venv/bin/python -m bench.kg_memory [--chunks 100000] [--changes 3]``
+Run: ``.venv/bin/python -m bench.kg_memory [--chunks 100000] [--changes 3] [--queries 200]``
 """
 
 from __future__ import annotations
@@ -25,10 +29,13 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from bench.kg_subgraph import RandomEmbedder
+import numpy as np
+
+from bench.kg_subgraph import RandomEmbedder, make_questions
 from bench.paths import REPO, bench_dir
 from bench.scale_startup import build_graph, rss_mib
-from kg import KnowledgeGraph, Triple
+from kg import KnowledgeGraph, SubgraphSelector, Triple
+from kg.paths import DEFAULT_WEIGHTS
 
 CHUNKS_PER_DOCUMENT = 10
 
@@ -47,18 +54,28 @@ class GraphMemory:
     change_s: list[float]
     changed_mib: int
     peak_mib: int
+    loaded_anon_mib: int
+    changed_anon_mib: int
+    queries: int
+    queried_mib: int
+    queried_anon_mib: int
+    select_p50_ms: float
+    select_p99_ms: float
 
 
-def measure(folder: Path, changes: int) -> dict[str, object]:
-    """Load, prepare and change the graph at ``folder`` in this process (a fresh one)."""
+def measure(folder: Path, changes: int, queries: int) -> dict[str, object]:
+    """Load, prepare and change the graph at ``folder`` in this process (a fresh one),
+    then select facts for ``queries`` questions."""
     gc.collect()
     own = rss_mib(os.getpid())
+    own_anon = rss_mib(os.getpid(), "RssAnon")
     started = time.perf_counter()
     graph = KnowledgeGraph(folder, RandomEmbedder(seed=2), load=False)
     graph.load(prepare=False)  # the service's way: the first change builds the rest
     load_s = time.perf_counter() - started
     gc.collect()
     loaded = rss_mib(os.getpid()) - own
+    loaded_anon = rss_mib(os.getpid(), "RssAnon") - own_anon
     started = time.perf_counter()
     graph.prepare()
     graph.wait_prepared()
@@ -75,6 +92,11 @@ def measure(folder: Path, changes: int) -> dict[str, object]:
         took.append(round(time.perf_counter() - started, 3))
     gc.collect()
     changed = rss_mib(os.getpid()) - own
+    changed_anon = rss_mib(os.getpid(), "RssAnon") - own_anon
+    latencies = _select(graph, queries)
+    gc.collect()
+    queried = rss_mib(os.getpid()) - own
+    queried_anon = rss_mib(os.getpid(), "RssAnon") - own_anon
     peak = rss_mib(os.getpid(), "VmHWM") - own
     counts = (graph.edge_count, graph.node_count)
     graph.close()
@@ -88,10 +110,28 @@ def measure(folder: Path, changes: int) -> dict[str, object]:
         "change_s": took,
         "changed_mib": changed,
         "peak_mib": peak,
+        "loaded_anon_mib": loaded_anon,
+        "changed_anon_mib": changed_anon,
+        "queries": queries,
+        "queried_mib": queried,
+        "queried_anon_mib": queried_anon,
+        "select_p50_ms": round(float(np.percentile(latencies, 50)), 2) if queries else 0.0,
+        "select_p99_ms": round(float(np.percentile(latencies, 99)), 2) if queries else 0.0,
     }
 
 
-def run(chunks: int, changes: int) -> GraphMemory:
+def _select(graph: KnowledgeGraph, queries: int) -> list[float]:
+    """Milliseconds of each of ``queries`` fact selections (the service's defaults)."""
+    selector = SubgraphSelector(graph, path_weights=DEFAULT_WEIGHTS)
+    latencies = []
+    for text, vector, passages in make_questions(graph, queries, np.random.default_rng(5)):
+        started = time.perf_counter()
+        selector.select(text, vector, passages)
+        latencies.append((time.perf_counter() - started) * 1000)
+    return latencies
+
+
+def run(chunks: int, changes: int, queries: int = 200) -> GraphMemory:
     """Build the graph for ``chunks`` chunks, save it cleanly, measure it in a child."""
     documents = {
         f"doc-{i}": (f"hash-{i}", CHUNKS_PER_DOCUMENT)
@@ -102,7 +142,7 @@ def run(chunks: int, changes: int) -> GraphMemory:
         KnowledgeGraph(work / "kg", RandomEmbedder(seed=2)).close()  # saves the snapshot
         command = [sys.executable, "-m", "bench.kg_memory", "--measure", str(work / "kg")]
         child = subprocess.run(
-            [*command, "--changes", str(changes)],
+            [*command, "--changes", str(changes), "--queries", str(queries)],
             cwd=REPO,
             check=True,
             capture_output=True,
@@ -115,12 +155,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chunks", type=int, default=100_000)
     parser.add_argument("--changes", type=int, default=3)
+    parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--measure", type=Path, help=argparse.SUPPRESS)  # the child's part
     args = parser.parse_args()
     if args.measure:
-        print(json.dumps(measure(args.measure, args.changes)), flush=True)
+        print(json.dumps(measure(args.measure, args.changes, args.queries)), flush=True)
     else:
-        print(json.dumps(asdict(run(args.chunks, args.changes))), flush=True)
+        print(json.dumps(asdict(run(args.chunks, args.changes, args.queries))), flush=True)
 
 
 if __name__ == "__main__":

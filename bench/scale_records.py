@@ -91,6 +91,9 @@ class StartUpRow(Record):
     #: One small document ingested after the chat: the first change builds what the
     #: graph's changes edit, which a start leaves. Records before it: 0.
     first_change_s: float = 0.0
+    #: Of ``settled_rss_mib``, the process's own memory (``RssAnon``); the rest is mapped
+    #: files' pages, the graph's saved vectors among them. Records before it: 0.
+    settled_anon_mib: int = 0
 
 
 class ScaleResult(Record):

@@ -76,6 +76,7 @@ class ServiceStart:
     first_chat_s: float
     passages: int
     first_change_s: float  # one small document's ingest, which builds the graph's edit side
+    settled_anon_mib: int  # of settled_rss_mib, the process's own memory (RssAnon)
 
 
 def build_kb(
@@ -250,10 +251,14 @@ def start_service(
             change_s = time.perf_counter() - t0
             wait_for_line(folder / "service.log", GRAPH_BUILT, proc)
             settled = rss_mib(proc.pid)
+            settled_anon = rss_mib(proc.pid, "RssAnon")
             log(
                 f"  /health {health_s:.1f} s, /ready {ready_s:.1f} s, first change {change_s:.1f} s"
             )
-            log(f"  RSS {service_rss} MiB at /ready, {settled} MiB settled, index {index_rss} MiB")
+            log(
+                f"  RSS {service_rss} MiB at /ready, {settled} MiB settled "
+                f"({settled_anon} MiB its own), index {index_rss} MiB"
+            )
             return ServiceStart(
                 health_s=round(health_s, 2),
                 ready_s=round(ready_s, 2),
@@ -264,6 +269,7 @@ def start_service(
                 first_chat_s=round(chat_s, 2),
                 passages=passages,
                 first_change_s=round(change_s, 2),
+                settled_anon_mib=settled_anon,
             )
     except BaseException:
         out.flush()

@@ -1,7 +1,9 @@
-"""Embeddings of node names and triple texts, kept in memory (the graph's file persists them).
+"""Embeddings of node names and triple texts, as tables of rows (the graph's file persists them).
 
 Vectors are computed once, when a triple first enters the graph, through an injected
-``embed`` function; a restart loads them from disk instead of re-embedding.
+``embed`` function; a restart loads them from disk instead of re-embedding: after a clean
+stop, mapped from the saved snapshot's files (``kg.snapshot_file``), else read from the
+graph's file into memory.
 """
 
 from __future__ import annotations
@@ -47,6 +49,53 @@ def dot_rows(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
     return np.einsum("ij,j->i", matrix, vector)
 
 
+class RowMatrix:
+    """Rows ``[0, len(base))`` in ``base``, the rest in ``tail``: a table's matrix.
+
+    ``base`` is what a start adopted as it was, read-only: a matrix the saved snapshot maps
+    from its file (``kg.snapshot_file``), so the vectors stay on the page cache, paged in
+    as queries touch them, instead of in the process's own memory (780 MiB at 323,000
+    triples). ``tail`` holds the rows written since, in memory.
+    """
+
+    __slots__ = ("base", "tail")
+
+    def __init__(self, base: np.ndarray, tail: np.ndarray) -> None:
+        self.base = base
+        self.tail = tail
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (len(self), int(self.tail.shape[1]) if self.tail.ndim == 2 else 0)
+
+    @property
+    def size(self) -> int:
+        return self.shape[0] * self.shape[1]
+
+    def __len__(self) -> int:
+        return len(self.base) + len(self.tail)
+
+    def __getitem__(self, rows: Any) -> np.ndarray:
+        """A new array with ``rows`` (an index array), from either part."""
+        rows = np.asarray(rows, dtype=np.int64)
+        split = len(self.base)
+        if not split:
+            return self.tail[rows]
+        if not len(self.tail):
+            return np.asarray(self.base[rows])
+        out = np.empty((*rows.shape, self.shape[1]), np.float32)
+        low = rows < split
+        out[low] = self.base[rows[low]]
+        out[~low] = self.tail[rows[~low] - split]
+        return out
+
+    def dot(self, vector: np.ndarray) -> np.ndarray:
+        """Every row's dot product with ``vector``."""
+        if not len(self.base):
+            return dot_rows(self.tail, vector)
+        return np.concatenate([dot_rows(self.base, vector), dot_rows(self.tail, vector)])
+
+
 class EmbeddingTable:
     """A key -> vector map stored as one matrix, so lookups gather rows without copying dicts.
 
@@ -57,6 +106,11 @@ class EmbeddingTable:
     snapshot never sees a row change under it. Dropped rows are reclaimed by compaction into
     a new matrix (``token`` changes: row numbers taken before it no longer apply). The
     matrix grows by a quarter at a time: doubling left up to half of it unused.
+
+    A table ``adopt`` made over a read-only matrix (one mapped from a file) keeps it as the
+    ``RowMatrix``'s base and writes new rows after it. Compaction moves only the rows in
+    memory: the base's dropped rows cost no memory of the process's own, and the next
+    clean stop saves the snapshot without them.
     """
 
     #: Compact once dropped rows exceed this share of the live ones (and ``_MIN_DEAD``).
@@ -66,14 +120,17 @@ class EmbeddingTable:
     def __init__(self, dim: int | None = None) -> None:
         self._dim = dim
         self._rows: dict[str, int] = {}
-        self._used = 0  # rows written so far, live or dropped
+        self._used = 0  # rows written so far, live or dropped, base included
+        self._dead_base = 0  # rows of the base whose keys were dropped
+        self._base = np.zeros((0, dim or 0), dtype=np.float32)
         self._matrix = np.zeros((0, dim or 0), dtype=np.float32)
         self._token = object()
 
     @classmethod
     def adopt(cls, keys: Sequence[str], matrix: np.ndarray) -> EmbeddingTable:
         """A table over ``matrix`` itself (row i is ``keys[i]``, keys unique): a start
-        loads every stored vector this way, without a second copy of them."""
+        loads every stored vector this way, without a second copy of them. A read-only
+        ``matrix`` (mapped from a file) is kept as it is, and new rows go after it."""
         table = cls(int(matrix.shape[1]) if len(keys) else None)
         if len(keys):
             if matrix.shape[0] != len(keys) or matrix.dtype != np.float32:
@@ -81,7 +138,10 @@ class EmbeddingTable:
             table._rows = dict(zip(keys, range(len(keys)), strict=True))
             if len(table._rows) != len(keys):
                 raise ValueError("keys repeat")
-            table._matrix = np.require(matrix, requirements=["C", "W"])
+            if matrix.flags.writeable:
+                table._matrix = np.require(matrix, requirements=["C"])
+            else:
+                table._base = matrix
             table._used = len(keys)
         return table
 
@@ -91,9 +151,9 @@ class EmbeddingTable:
         return self._dim
 
     @property
-    def matrix(self) -> np.ndarray:
-        """The rows written so far (a view: rows of dropped keys included)."""
-        return self._matrix[: self._used]
+    def matrix(self) -> RowMatrix:
+        """The rows written so far (rows of dropped keys included)."""
+        return RowMatrix(self._base, self._matrix[: self._used - len(self._base)])
 
     @property
     def token(self) -> object:
@@ -122,15 +182,19 @@ class EmbeddingTable:
         vectors = np.asarray(vectors, dtype=np.float32)
         if self._dim is None:
             self._dim = int(vectors.shape[1])
+            self._base = np.zeros((0, self._dim), dtype=np.float32)
             self._matrix = np.zeros((0, self._dim), dtype=np.float32)
         if vectors.shape != (len(keys), self._dim):
             raise ValueError(f"expected {(len(keys), self._dim)} vectors, got {vectors.shape}")
         first = self._used
+        start = first - len(self._base)  # where they go in the in-memory part
         # One growth and one block write for the whole call: a start adds every stored
         # vector at once (532,000 at 323,000 triples), where a check per row cost 2.5 s.
-        self._reserve(first + len(keys))
-        self._matrix[first : first + len(keys)] = vectors
+        self._reserve(start + len(keys))
+        self._matrix[start : start + len(keys)] = vectors
         self._used = first + len(keys)
+        if len(self._base):  # a base row replaced is a dropped one
+            self._dead_base += sum(1 for k in keys if self._rows.get(k, first) < len(self._base))
         self._rows.update(zip(keys, range(first, first + len(keys)), strict=True))
 
     def retain(self, keep: set[str]) -> set[str]:
@@ -141,10 +205,14 @@ class EmbeddingTable:
 
     def discard(self, keys: Iterable[str]) -> None:
         """Drop ``keys`` where present (their rows stay until the next compaction)."""
+        split = len(self._base)
         for key in keys:
-            self._rows.pop(key, None)
-        dead = self._used - len(self._rows)
-        if dead > max(self._MIN_DEAD, self._DEAD_SHARE * len(self._rows)):
+            row = self._rows.pop(key, None)
+            if row is not None and row < split:
+                self._dead_base += 1
+        live = len(self._rows) - (split - self._dead_base)  # live rows in memory
+        dead = self._used - split - live
+        if dead > max(self._MIN_DEAD, self._DEAD_SHARE * live):
             self._compact()
 
     def rows_for(self, keys: Sequence[str]) -> np.ndarray:
@@ -155,26 +223,28 @@ class EmbeddingTable:
         """A new contiguous (len(keys), dim) array with the vectors of ``keys``."""
         if self._dim is None:
             return np.zeros((len(keys), 0), dtype=np.float32)
-        return np.ascontiguousarray(self._matrix[self.rows_for(keys)])
+        return np.ascontiguousarray(self.matrix[self.rows_for(keys)])
 
     def _reserve(self, rows: int) -> None:
-        """Grow the matrix (by a quarter at a time) to hold at least ``rows`` rows."""
+        """Grow the in-memory part (by a quarter at a time) to hold at least ``rows`` rows."""
         if rows <= self._matrix.shape[0]:
             return
         size = max(rows, 64, self._matrix.shape[0] + self._matrix.shape[0] // 4)
         grown = np.zeros((size, self._matrix.shape[1]), np.float32)
-        grown[: self._used] = self._matrix[: self._used]
+        written = self._used - len(self._base)
+        grown[:written] = self._matrix[:written]
         self._matrix = grown
 
     def _compact(self) -> None:
-        """Move the live rows into a new matrix (the old one stays whole for whoever
-        still reads it)."""
-        keys = list(self._rows)
-        live = self._matrix[self.rows_for(keys)]
+        """Move the live rows in memory into a new matrix (the old one stays whole for
+        whoever still reads it); the base's rows keep their numbers."""
+        split = len(self._base)
+        keys = [k for k, row in self._rows.items() if row >= split]
+        live = self._matrix[self.rows_for(keys) - split]
         self._matrix = np.zeros((max(64, len(keys) + len(keys) // 4), live.shape[1]), np.float32)
         self._matrix[: len(keys)] = live
-        self._rows = dict(zip(keys, range(len(keys)), strict=True))
-        self._used = len(keys)
+        self._rows.update(zip(keys, range(split, split + len(keys)), strict=True))
+        self._used = split + len(keys)
         self._token = object()
 
 
@@ -188,8 +258,10 @@ class VectorRows:
 
     __slots__ = ("matrix", "rows", "token")
 
-    def __init__(self, matrix: np.ndarray, rows: np.ndarray, token: object = None) -> None:
-        self.matrix = matrix
+    def __init__(
+        self, matrix: RowMatrix | np.ndarray, rows: np.ndarray, token: object = None
+    ) -> None:
+        self.matrix = matrix if isinstance(matrix, RowMatrix) else RowMatrix(matrix[:0], matrix)
         self.rows = rows
         self.token = token
 
@@ -206,7 +278,7 @@ class VectorRows:
     @property
     def shape(self) -> tuple[int, int]:
         """(items, dim), as the gathered array's."""
-        return (len(self.rows), int(self.matrix.shape[1]) if self.matrix.ndim == 2 else 0)
+        return (len(self.rows), self.matrix.shape[1])
 
     @property
     def size(self) -> int:
@@ -228,4 +300,4 @@ class VectorRows:
         included, a quarter at most) instead of a gather of the items' rows first."""
         if not len(self.rows) or not self.matrix.size:
             return np.zeros(len(self.rows), np.float32)
-        return dot_rows(self.matrix, vector)[self.rows]
+        return self.matrix.dot(vector)[self.rows]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -104,6 +104,14 @@ class GraphSnapshot:
         if not edges.size or not self.edge_vectors.size:
             return np.zeros((0, 0), np.float32)
         return np.asarray(self.edge_vectors[edges], dtype=np.float32)
+
+    def with_vectors(self, nodes: EmbeddingTable, triples: EmbeddingTable) -> GraphSnapshot:
+        """The same snapshot with its vectors taken from these tables (holding every key)."""
+        return replace(
+            self,
+            node_vectors=VectorRows.of(nodes, self.node_keys),
+            edge_vectors=VectorRows.of(triples, self.edge_text),
+        )
 
     def incident(self, node: int) -> np.ndarray:
         """Edge indices touching ``node`` (either direction), ascending."""

@@ -5,26 +5,36 @@ A start that builds the ``GraphSnapshot`` from ``graph.sqlite3`` reads every edg
 vector row and sorts them: 17.5-20 s at 323,000 triples, most of a 37 s start with
 100,000 chunks. Loading the saved arrays is a file read.
 
+The vectors (780 MiB at 323,000 triples, 60 % of what the graph holds) are saved as two
+``.npy`` files of their own, named after the snapshot's id, and mapped into memory at a
+start rather than read: they stay on the page cache, paged in as queries touch them, and
+new vectors go to the in-memory part of the tables after them (``RowMatrix``). Chats read
+a few thousand triple vectors each (the candidates); the node vectors are all read by
+each question's similarity scan, so they stay paged in, but as file pages the kernel can
+drop under pressure rather than the process's own memory.
+
 It is never stale: every write to the graph's file removes it first (``discard``), so
 it exists only while the file is as it was when the snapshot was saved. A crash at any
 point leaves it either whole and current, or absent (written beside and renamed into
-place); absent, or unreadable, a start builds from the rows as before.
+place, the vector files first, ``snapshot.npz`` last); absent, or unreadable, a start
+builds from the rows as before.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
+import uuid
 from dataclasses import fields
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
+from durable import TEMP_SUFFIX, atomic_write
 from kg.edge_lists import ChunkIndex
-from kg.embeddings import VectorRows
+from kg.embeddings import EmbeddingTable, VectorRows
 from kg.graph_file import GRAPH_DB_FILE, Vectors
 from kg.index import EDGE_LISTS, GraphSnapshot
 from kg.models import shared
@@ -33,7 +43,10 @@ log = logging.getLogger(__name__)
 
 FILE = "snapshot.npz"
 #: Bumped when the saved fields change: an older file is ignored, not misread.
-FORMAT = 2
+FORMAT = 3
+_BLOCK_ROWS = 16_384
+#: The vector files of the snapshot with id ``id`` (``nodes`` or ``triples``).
+VECTOR_FILE = "snapshot-{id}-{kind}.npy"
 _ARRAYS = (
     "edge_subject",
     "edge_object",
@@ -57,8 +70,16 @@ def _shared(value: str | None) -> str | None:
 
 
 def discard(folder: Path) -> None:
-    """Remove the saved snapshot: called before any write to the graph's file."""
+    """Remove the saved snapshot: called before any write to the graph's file. (Its
+    vector files may be mapped by the tables in use: removed, they stay readable.)"""
     (folder / FILE).unlink(missing_ok=True)
+    _remove_vector_files(folder, keep=None)
+
+
+def _remove_vector_files(folder: Path, keep: str | None) -> None:
+    for path in folder.glob(VECTOR_FILE.format(id="*", kind="*")):
+        if keep is None or not path.name.startswith(f"snapshot-{keep}-"):
+            path.unlink(missing_ok=True)
 
 
 def _file_state(folder: Path) -> list[list[int] | None]:
@@ -78,30 +99,70 @@ def save(folder: Path, snapshot: GraphSnapshot, versions: dict[str, str]) -> Non
     """Save ``snapshot`` and the document ``versions`` it reflects (a clean close, the
     graph's file closed first: its state is recorded, and a file changed by anything but
     the graph, which ``discard`` would not see, makes the snapshot stale)."""
+    snapshot_id = uuid.uuid4().hex[:16]
+    used, edge_rows = np.unique(snapshot.edge_vectors.rows, return_inverse=True)
+    vectors = {
+        "nodes": np.asarray(snapshot.node_vectors, dtype=np.float32),
+        "triples": snapshot.edge_vectors.matrix[used],
+    }
+    try:
+        for kind, matrix in vectors.items():
+            atomic_write(
+                folder / VECTOR_FILE.format(id=snapshot_id, kind=kind), partial(_write_npy, matrix)
+            )
+    except BaseException:
+        _remove_vector_files(folder, keep=None)
+        raise
     strings = {name: getattr(snapshot, name) for name in _STRINGS}
     meta = json.dumps(
-        {"format": FORMAT, "file": _file_state(folder), "versions": versions, **strings}
+        {
+            "format": FORMAT,
+            "id": snapshot_id,
+            "file": _file_state(folder),
+            "versions": versions,
+            **strings,
+        }
     ).encode()
     arrays: dict[str, Any] = {n: np.ascontiguousarray(getattr(snapshot, n)) for n in _ARRAYS}
-    arrays["node_vectors"] = np.asarray(snapshot.node_vectors)
-    used, arrays["edge_rows"] = np.unique(snapshot.edge_vectors.rows, return_inverse=True)
-    arrays["edge_vectors"] = snapshot.edge_vectors.matrix[used]
-    handle, tmp = tempfile.mkstemp(dir=folder, prefix=".snapshot-", suffix=".npz")
+    arrays["edge_rows"] = edge_rows
     try:
-        with os.fdopen(handle, "wb") as out:
-            np.savez(out, meta=np.frombuffer(meta, np.uint8), **arrays)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, folder / FILE)
+        atomic_write(
+            folder / FILE, lambda out: np.savez(out, meta=np.frombuffer(meta, np.uint8), **arrays)
+        )
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        _remove_vector_files(folder, keep=None)
         raise
+    _remove_vector_files(folder, keep=snapshot_id)
+
+
+def map_tables(
+    folder: Path, nodes: EmbeddingTable, triples: EmbeddingTable
+) -> tuple[EmbeddingTable, EmbeddingTable] | None:
+    """Tables with the same keys and vectors, their matrices written to vector files and
+    mapped back: a start after a crash read the vectors into memory, and this moves them
+    out of it. The files belong to no snapshot (the next write or save removes them;
+    mapped, they stay readable). None, with a warning, where they cannot be written."""
+    snapshot_id = uuid.uuid4().hex[:16]
+    mapped = []
+    try:
+        for kind, table in (("nodes", nodes), ("triples", triples)):
+            keys = table.keys()
+            path = folder / VECTOR_FILE.format(id=snapshot_id, kind=kind)
+            atomic_write(path, partial(_write_rows, table, keys))
+            mapped.append(EmbeddingTable.adopt(keys, _mapped(folder, snapshot_id, kind)))
+    except (OSError, ValueError) as exc:
+        _remove_vector_files(folder, keep=None)
+        log.warning("knowledge graph: the vectors stay in memory: %s", exc)
+        return None
+    return mapped[0], mapped[1]
 
 
 def load(folder: Path) -> tuple[GraphSnapshot, dict[str, str]] | None:
-    """The saved snapshot and versions, or None (none saved, another format, damaged)."""
-    for leftover in folder.glob(".snapshot-*.npz"):  # a save a crash interrupted
-        leftover.unlink(missing_ok=True)
+    """The saved snapshot and versions, or None (none saved, another format, damaged).
+    Its vectors are mapped from their files, read-only."""
+    for leftover in [*folder.glob(f".*{TEMP_SUFFIX}"), *folder.glob(".snapshot-*.npz")]:
+        if leftover.name.startswith((f".{FILE}.", ".snapshot-")):  # a save a crash cut short
+            leftover.unlink(missing_ok=True)
     path = folder / FILE
     if not path.exists():
         return None
@@ -118,8 +179,13 @@ def load(folder: Path) -> tuple[GraphSnapshot, dict[str, str]] | None:
             if meta.get("file") != _file_state(folder):
                 return None
             arrays = {name: saved[name] for name in _ARRAYS}
-            node_vectors = VectorRows.stacked(saved["node_vectors"])
-            edge_vectors = VectorRows(saved["edge_vectors"], saved["edge_rows"])
+            edge_rows = saved["edge_rows"]
+        node_vectors = VectorRows.stacked(_mapped(folder, meta["id"], "nodes"))
+        edge_vectors = VectorRows(_mapped(folder, meta["id"], "triples"), edge_rows)
+        if len(node_vectors) != len(meta["node_keys"]) or (
+            edge_rows.size and int(edge_rows.max()) >= len(edge_vectors.matrix)
+        ):
+            raise ValueError("the vector files do not match the snapshot")
     except (OSError, ValueError, KeyError) as exc:
         log.warning("knowledge graph: ignoring the saved snapshot %s (%s)", path, exc)
         return None
@@ -138,14 +204,36 @@ def load(folder: Path) -> tuple[GraphSnapshot, dict[str, str]] | None:
     return snapshot, dict(meta["versions"])
 
 
+def _write_npy(matrix: np.ndarray, out: IO[bytes]) -> None:
+    np.save(out, matrix)
+
+
+def _write_rows(table: EmbeddingTable, keys: list[str], out: IO[bytes]) -> None:
+    """``table``'s vectors of ``keys`` as one ``.npy`` matrix, gathered a block at a time
+    (not the whole matrix copied first)."""
+    dim = table.dim or 0
+    header = {"descr": "<f4", "fortran_order": False, "shape": (len(keys), dim)}
+    np.lib.format.write_array_header_1_0(out, header)
+    for start in range(0, len(keys), _BLOCK_ROWS):
+        out.write(table.gather(keys[start : start + _BLOCK_ROWS]).astype("<f4").tobytes())
+
+
+def _mapped(folder: Path, snapshot_id: str, kind: str) -> np.ndarray:
+    """A vector file of the snapshot, mapped read-only (float32 rows)."""
+    matrix = np.load(folder / VECTOR_FILE.format(id=snapshot_id, kind=kind), mmap_mode="r")
+    if matrix.dtype != np.float32 or matrix.ndim != 2:
+        raise ValueError(f"{kind} vectors: {matrix.dtype} {matrix.shape}")
+    return matrix
+
+
 def table_vectors(snapshot: GraphSnapshot) -> tuple[Vectors, Vectors]:
     """The node and triple-text vectors of a snapshot ``load`` read back, as the file's
-    rows hold them: the graph's embedding tables adopt these matrices instead of
+    rows hold them: the graph's embedding tables adopt these mapped matrices instead of
     reading the same vectors again from the file (780 MiB at 323,000 triples)."""
     texts = [""] * len(snapshot.edge_vectors.matrix)
     for text, row in zip(snapshot.edge_text, snapshot.edge_vectors.rows.tolist(), strict=True):
         texts[row] = text
     return (
-        Vectors(list(snapshot.node_keys), snapshot.node_vectors.matrix),
-        Vectors(texts, snapshot.edge_vectors.matrix),
+        Vectors(list(snapshot.node_keys), snapshot.node_vectors.matrix.tail),
+        Vectors(texts, snapshot.edge_vectors.matrix.tail),
     )

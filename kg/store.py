@@ -10,7 +10,8 @@ node left without edges.
 transaction, with the versions of the documents it reflects. What changes edit, the
 embedding tables and the read-only ``GraphSnapshot`` live in memory and are rebuilt from
 the file at start: the snapshot first (read back from ``kg.snapshot_file`` after a clean
-close), the rest after it in a thread (``load``).
+close, its vectors mapped from their files rather than read), the rest after it in a
+thread (``load``).
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ class KnowledgeGraph:
         self._versions: dict[str, str] = {}
         self._pending: GraphRows | None = None  # rows what changes edit is yet to be built from
         self._unread = False  # the snapshot was read back: the rows are yet to be read
+        self._vectors_read = False  # a start read the vectors into memory (not mapped)
         self._behind = False  # a write failed: the file is behind memory until ``save``
         self._closed = False
         self._prepared = threading.Event()  # what changes edit is built
@@ -296,11 +298,8 @@ class KnowledgeGraph:
         started = time.perf_counter()
         with self._lock:
             self._closed = False
-            saved = (
-                snapshot_file.load(self._folder)
-                if (self._folder / GRAPH_DB_FILE).exists()
-                else None
-            )
+            exists = (self._folder / GRAPH_DB_FILE).exists()
+            saved = snapshot_file.load(self._folder) if exists else None
             if saved is not None:
                 self._snapshot, self._versions = saved
                 self._unread = True
@@ -334,6 +333,9 @@ class KnowledgeGraph:
     def _adopt(self, rows: GraphRows) -> dict[str, str]:
         """Take the file's versions and vectors (repaired), keep the rows for what changes
         edit; return the nodes' display names."""
+        self._vectors_read = (
+            bool(rows.node_vectors.keys) and rows.node_vectors.matrix.flags.writeable
+        )
         self._versions = dict(rows.versions)
         self._node_vectors = EmbeddingTable.adopt(rows.node_vectors.keys, rows.node_vectors.matrix)
         self._triple_vectors = EmbeddingTable.adopt(
@@ -374,6 +376,14 @@ class KnowledgeGraph:
             started = time.perf_counter()
             self._edits = GraphEdits.of_rows(rows.edges, node_names(rows))
             self._pending = None
+            if self._vectors_read and self._autosave:  # out of the process's memory
+                tables = snapshot_file.map_tables(
+                    self._folder, self._node_vectors, self._triple_vectors
+                )
+                if tables is not None:  # else they stay (logged)
+                    self._node_vectors, self._triple_vectors = tables
+                    self._snapshot = self._snapshot.with_vectors(*tables)
+                    self._vectors_read = False
             self._prepared.set()
             log.info(
                 "knowledge graph: %d triples ready for changes (built in %.1f s)",

@@ -275,10 +275,12 @@ def _scale_markdown(scale: ScaleResult | None) -> list[str]:
             "process's start; the first start on a folder builds the graph's snapshot from "
             "its rows (as after a crash), one after a clean stop reads it back.",
             ["chunks", "triples", "start", "/health s", "/ready s", "RSS MiB at /ready",
-             "settled", "peak", "index RSS MiB", "first chat s", "first change s"],
+             "settled", "of it own (anon)", "peak", "index RSS MiB", "first chat s",
+             "first change s"],
             [[r.chunks, r.triples, "after a stop" if r.after_stop else "first",
               f"{r.health_s:.1f}", f"{r.ready_s:.1f}", r.service_rss_mib, r.settled_rss_mib,
-              r.service_peak_mib, r.index_rss_mib, f"{r.first_chat_s:.2f}",
+              r.settled_anon_mib or "–", r.service_peak_mib, r.index_rss_mib,
+              f"{r.first_chat_s:.2f}",
               f"{r.first_change_s:.1f}"]
              for r in scale.startup],
         )  # fmt: skip

@@ -40,6 +40,7 @@ def test_the_service_starts_on_a_built_folder_and_answers(
     for row in rows:
         assert 0 < row.health_s <= row.ready_s and row.first_change_s > 0
         assert row.service_rss_mib > 0 and row.settled_rss_mib > 0 and row.index_rss_mib > 0
+        assert 0 < row.settled_anon_mib <= row.settled_rss_mib
     # The question is answered from the folder's passages: its index and state agree.
     assert built.passages == again.passages == 3 and baseline.passages == 0
     assert not any(tmp_path.iterdir())  # each folder removed after its start

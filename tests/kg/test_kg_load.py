@@ -13,7 +13,7 @@ import pytest
 
 import kg.store
 from kg import EmbedFn, KnowledgeGraph, TripleExtractor
-from kg.embeddings import EmbeddingTable
+from kg.embeddings import EmbeddingTable, VectorRows
 from kg.index import GraphSnapshot
 from tests.kg.kg_testdata import CountingEmbed, corpus_triples, snapshot_content, supplied
 
@@ -143,3 +143,28 @@ def test_a_table_adopts_its_matrix_and_grows_past_it() -> None:
         EmbeddingTable.adopt(["a", "a"], np.zeros((2, 4), np.float32))
     with pytest.raises(ValueError, match="float32"):
         EmbeddingTable.adopt(["a"], np.zeros((2, 4), np.float32))
+
+
+def test_a_table_over_a_read_only_matrix_keeps_it_and_compacts_only_its_own_rows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A mapped matrix (read-only) stays the table's base, never copied: new rows go
+    after it, and compaction moves only the rows in memory, keeping the base's numbers."""
+    monkeypatch.setattr(EmbeddingTable, "_MIN_DEAD", 0)
+    base = np.arange(12, dtype=np.float32).reshape(3, 4)
+    base.flags.writeable = False
+    table = EmbeddingTable.adopt(["a", "b", "c"], base)
+    assert table.matrix.base is base and len(table.matrix.tail) == 0
+    table.add(["d", "e", "b"], np.full((3, 4), 7, np.float32))  # b's base row is dropped
+    np.testing.assert_array_equal(table.gather(["c", "d", "b"]), [base[2], [7] * 4, [7] * 4])
+    rows = table.rows_for(["a", "c"])
+    token = table.token
+    table.discard(["d", "e"])  # two of the three rows in memory dropped: compacted
+    assert table.token is not token and table.matrix.base is base
+    assert len(table.matrix.tail) == 1 and table.rows_for(["b"]).tolist() == [3]
+    np.testing.assert_array_equal(table.rows_for(["a", "c"]), rows)
+    np.testing.assert_array_equal(table.gather(["a", "b", "c"]), [base[0], [7] * 4, base[2]])
+    vectors = VectorRows.of(table, ["c", "b"])
+    np.testing.assert_array_equal(vectors.dot(np.ones(4, np.float32)), [38, 28])
+    table.discard(["a", "c"])  # the base's rows: dropped, not compacted into memory
+    assert table.matrix.base is base

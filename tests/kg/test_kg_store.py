@@ -137,8 +137,12 @@ def test_persistence_reloads_without_reembedding(
     np.testing.assert_array_equal(second.snapshot.edge_vectors, first.snapshot.edge_vectors)
     np.testing.assert_array_equal(second.snapshot.node_vectors, first.snapshot.node_vectors)
 
-    # One SQLite file (and its write-ahead log) holds it all; a close adds the snapshot.
-    assert {p.name for p in folder.iterdir()} <= {
+    # One SQLite file (and its write-ahead log) holds it all; a close adds the snapshot,
+    # and a start that read the vectors moves them to files it maps (in its thread).
+    assert second.wait_prepared(timeout=30)
+    vector_files = {p.name for p in folder.glob(snapshot_file.VECTOR_FILE.format(id="*", kind="*"))}
+    assert len(vector_files) == 2
+    assert {p.name for p in folder.iterdir()} - vector_files <= {
         GRAPH_DB_FILE,
         f"{GRAPH_DB_FILE}-wal",
         f"{GRAPH_DB_FILE}-shm",

@@ -8,13 +8,14 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 import kg.snapshot_file
 import kg.store
 from kg import EmbedFn, KnowledgeGraph
 from kg.graph_file import GraphFile, GraphRows
-from kg.snapshot_file import FILE
+from kg.snapshot_file import FILE, VECTOR_FILE
 from tests.kg.kg_testdata import supplied
 from tests.kg.test_kg_load import assert_same_snapshot, saved  # noqa: F401  (the fixture)
 
@@ -30,6 +31,22 @@ def rows_read(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Path, bool]]:
 
     monkeypatch.setattr(GraphFile, "read", counting)
     return calls
+
+
+def assert_built_from_the_rows(
+    graph: KnowledgeGraph,
+    embed_fn: EmbedFn,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    warning: str,
+) -> None:
+    """A start on ``graph``'s folder warns, reads every row and vector, and builds the
+    snapshot the graph has."""
+    reads = rows_read(monkeypatch)
+    with caplog.at_level(logging.WARNING, logger="kg.snapshot_file"):
+        again = KnowledgeGraph(graph.folder, embed_fn)
+    assert warning in caplog.text and reads == [(graph.folder, True)]
+    assert_same_snapshot(again.snapshot, graph.snapshot)
 
 
 def test_a_start_after_a_clean_close_reads_the_snapshot_back(
@@ -119,11 +136,7 @@ def test_a_snapshot_of_an_older_format_is_ignored(
     monkeypatch.setattr(kg.snapshot_file, "FORMAT", 1)
     saved.close()
     monkeypatch.undo()
-    reads = rows_read(monkeypatch)
-    with caplog.at_level(logging.WARNING, logger="kg.snapshot_file"):
-        again = KnowledgeGraph(saved.folder, embed_fn)
-    assert "(format 1)" in caplog.text and reads == [(saved.folder, True)]
-    assert_same_snapshot(again.snapshot, saved.snapshot)
+    assert_built_from_the_rows(saved, embed_fn, caplog, monkeypatch, "(format 1)")
 
 
 def test_a_snapshot_without_its_graph_file_is_not_read(
@@ -147,3 +160,124 @@ def test_a_graph_loaded_unprepared_builds_for_its_first_change(
     assert not graph.wait_prepared(timeout=0)  # no thread was started
     graph.remove_documents(["paris"])  # builds it first, in this thread
     assert graph.wait_prepared(timeout=0) and "paris" not in graph.document_ids()
+
+
+def test_a_start_maps_the_vectors_and_changes_write_past_them(
+    saved: KnowledgeGraph,  # noqa: F811
+    embed_fn: EmbedFn,
+) -> None:
+    """The vectors read back are the files' pages, not copies in the process's memory;
+    the tables adopt them as they are, and changes write their vectors after them."""
+    saved.close()
+    files = sorted(saved.folder.glob(VECTOR_FILE.format(id="*", kind="*")))
+    assert [p.name.rsplit("-", 1)[1] for p in files] == ["nodes.npy", "triples.npy"]
+    again = KnowledgeGraph(saved.folder, embed_fn)
+    snap = again.snapshot
+    assert isinstance(snap.node_vectors.matrix.tail, np.memmap)
+    assert isinstance(snap.edge_vectors.matrix.tail, np.memmap)
+    again.remove_documents(["paris"])  # the tables adopt the mapped matrices
+    again.replace_documents({"new": supplied("new", ("Lyon", "lies on", "Rhone"))})
+    for vectors in (again.snapshot.node_vectors, again.snapshot.edge_vectors):
+        assert isinstance(vectors.matrix.base, np.memmap) and len(vectors.matrix.tail)
+    assert not files[0].exists()  # the write discarded the saved snapshot; still mapped
+    saved.remove_documents(["paris"])
+    saved.replace_documents({"new": supplied("new", ("Lyon", "lies on", "Rhone"))})
+    assert_same_snapshot(again.snapshot, saved.snapshot)
+    # A clean close saves both parts; the next start reads the same graph back.
+    again.close()
+    assert_same_snapshot(KnowledgeGraph(saved.folder, embed_fn).snapshot, saved.snapshot)
+
+
+@pytest.mark.parametrize("damage", ["missing", "truncated", "other-size"])
+def test_vector_files_that_do_not_match_their_snapshot_are_ignored(
+    saved: KnowledgeGraph,  # noqa: F811
+    embed_fn: EmbedFn,
+    caplog: pytest.LogCaptureFixture,
+    damage: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A crash between the vector files and ``snapshot.npz`` leaves the snapshot absent
+    (it is renamed into place last); a vector file lost or damaged afterwards makes the
+    start build from the rows, with a warning, never read vectors that do not fit."""
+    saved.close()
+    nodes = next(saved.folder.glob(VECTOR_FILE.format(id="*", kind="nodes")))
+    if damage == "missing":
+        nodes.unlink()
+    elif damage == "truncated":
+        nodes.write_bytes(nodes.read_bytes()[:100])
+    else:
+        np.save(nodes, np.zeros((1, 8), np.float32))
+    assert_built_from_the_rows(saved, embed_fn, caplog, monkeypatch, "ignoring the saved")
+
+
+def test_a_save_cut_short_leaves_no_snapshot_and_no_stray_files(
+    saved: KnowledgeGraph,  # noqa: F811
+    embed_fn: EmbedFn,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The vector files are written first: a save that fails at ``snapshot.npz`` removes
+    them, and files a crash left (named by no snapshot) go at the next save."""
+    real = kg.snapshot_file.atomic_write
+
+    def failing(path: Path, write: Any) -> None:
+        if path.name == FILE:
+            raise OSError(28, "No space left on device")
+        real(path, write)
+
+    monkeypatch.setattr(kg.snapshot_file, "atomic_write", failing)
+    saved.close()  # logs the failure; the graph's file is whole
+    monkeypatch.undo()
+    assert not (saved.folder / FILE).exists()
+    assert not list(saved.folder.glob(VECTOR_FILE.format(id="*", kind="*")))
+    again = KnowledgeGraph(saved.folder, embed_fn)  # built from the rows
+    assert_same_snapshot(again.snapshot, saved.snapshot)
+    stray = saved.folder / VECTOR_FILE.format(id="0123456789abcdef", kind="nodes")
+    np.save(stray, np.zeros((2, 4), np.float32))  # a save a crash cut short
+    again.close()
+    assert (saved.folder / FILE).exists() and not stray.exists()
+    assert len(list(saved.folder.glob(VECTOR_FILE.format(id="*", kind="*")))) == 2
+
+
+def test_a_start_after_a_crash_moves_the_vectors_it_read_into_mapped_files(
+    saved: KnowledgeGraph,  # noqa: F811
+    embed_fn: EmbedFn,
+) -> None:
+    """No snapshot to read back: the start reads the vectors into memory, and once what
+    changes edit is built they move to vector files mapped back, the snapshot unchanged."""
+    crashed = KnowledgeGraph(saved.folder, embed_fn)  # never closed: no snapshot saved
+    assert not (saved.folder / FILE).exists()
+    assert crashed.wait_prepared(timeout=30)
+    for vectors in (crashed.snapshot.node_vectors, crashed.snapshot.edge_vectors):
+        assert isinstance(vectors.matrix.base, np.memmap) and not len(vectors.matrix.tail)
+    assert len(list(saved.folder.glob(VECTOR_FILE.format(id="*", kind="*")))) == 2
+    assert_same_snapshot(crashed.snapshot, saved.snapshot)
+    for graph in (crashed, saved):
+        graph.replace_documents({"new": supplied("new", ("Lyon", "lies on", "Rhone"))})
+    assert_same_snapshot(crashed.snapshot, saved.snapshot)
+    assert not list(saved.folder.glob(VECTOR_FILE.format(id="*", kind="*")))  # the write
+    crashed.close()
+    assert_same_snapshot(KnowledgeGraph(saved.folder, embed_fn).snapshot, saved.snapshot)
+
+
+def test_vectors_that_cannot_be_written_out_stay_in_memory(
+    saved: KnowledgeGraph,  # noqa: F811
+    embed_fn: EmbedFn,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A full disk after a crash's start: the vectors stay where the start read them,
+    with a warning, and no partial vector file is left."""
+
+    def full(path: Path, write: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(kg.snapshot_file, "atomic_write", full)
+    with caplog.at_level(logging.WARNING, logger="kg.snapshot_file"):
+        crashed = KnowledgeGraph(saved.folder, embed_fn, load=False)
+        crashed.load(prepare=False)
+        crashed.remove_documents(["paris"])  # builds what changes edit, in this thread
+    assert "the vectors stay in memory" in caplog.text
+    assert not isinstance(crashed.snapshot.node_vectors.matrix.tail, np.memmap)
+    assert not list(saved.folder.glob(VECTOR_FILE.format(id="*", kind="*")))
+    saved.remove_documents(["paris"])
+    assert_same_snapshot(crashed.snapshot, saved.snapshot)
