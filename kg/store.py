@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kg import snapshot_file
+from kg import heap, snapshot_file
 from kg.edits import GraphEdits, keyed_triples
 from kg.embeddings import EmbeddingTable, EmbedFn, embed_checked
 from kg.graph_file import (
@@ -194,13 +194,8 @@ class KnowledgeGraph:
             released = {t for t in released if t not in self._edits.text_refs}
             self._node_vectors.discard(removed_nodes)
             self._triple_vectors.discard(released)
-            filed = dict(self._versions)
-            for doc_id, version in versions.items():
-                if version is None:
-                    filed.pop(doc_id, None)
-                else:
-                    filed[doc_id] = version
-            self._versions = filed
+            filed = {**self._versions, **versions}  # None: the document's version removed
+            self._versions = {doc_id: v for doc_id, v in filed.items() if v is not None}
             self._snapshot = self._snapshot.apply(
                 self._edits.snapshot_change(prepared, touched, removed_nodes),
                 self._node_vectors,
@@ -208,25 +203,25 @@ class KnowledgeGraph:
             )
             new_texts = [t for t in added_texts if t in self._triple_vectors]
             new_facts = self._triple_vectors.gather(new_texts)
-            if not self._autosave:
-                return new_facts
             # After the swap: a failed write leaves memory consistent, and the file at the
             # last change, with the versions it had (a restart's sync repairs from those).
-            self._write(
-                GraphChange(
-                    replaced=set(prepared),
-                    versions=dict(versions),
-                    edges=[
-                        row for doc_id in prepared for row in self._edits.doc_edges.get(doc_id, [])
-                    ],
-                    nodes=self._edits.names(touched),
-                    removed_nodes=removed_nodes,
-                    node_vectors=Vectors.of(self._node_vectors, added_nodes),
-                    triple_vectors=Vectors.of(self._triple_vectors, added_texts),
-                    removed_node_vectors=removed_nodes,
-                    removed_triple_vectors=released,
-                )
-            )
+            try:
+                if self._autosave:
+                    self._write(
+                        GraphChange(
+                            replaced=set(prepared),
+                            versions=dict(versions),
+                            edges=[r for d in prepared for r in self._edits.doc_edges.get(d, [])],
+                            nodes=self._edits.names(touched),
+                            removed_nodes=removed_nodes,
+                            node_vectors=Vectors.of(self._node_vectors, added_nodes),
+                            triple_vectors=Vectors.of(self._triple_vectors, added_texts),
+                            removed_node_vectors=removed_nodes,
+                            removed_triple_vectors=released,
+                        )
+                    )
+            finally:
+                heap.trim()
             return new_facts
 
     def save(self) -> None:
@@ -287,14 +282,12 @@ class KnowledgeGraph:
     def load(self, prepare: bool = True) -> None:
         """Read the graph from its folder (the constructor does, unless ``load=False``).
 
-        The snapshot that chats read is built from the file's rows; what changes edit is
-        built after, in a thread, and a change (or an operator's view) that comes first
-        waits for it (at 323,000 triples, as a networkx graph, that took 8 s of a start's
-        22 s). After a clean close the snapshot is read back instead, and the rows
-        are read in the thread too. ``prepare=False`` starts no thread: the first change
-        or view builds what it needs (the service's way: at 323,000 triples that is 15 s
-        of Python, which beside a start slowed it, 30.1 s to /ready against 4 s for the
-        snapshot itself, and after it slowed the first chats, 5.3 s for the first)."""
+        The snapshot that chats read is built from the file's rows (after a clean close,
+        read back instead); what changes edit is built after, in a thread, and a change
+        or an operator's view that comes first waits for it. ``prepare=False`` starts no
+        thread: the first change or view builds it (the service's way: at 323,000
+        triples, built beside a start, it slowed /ready to 30.1 s from 4 s for the
+        snapshot itself, and after it the first chat to 5.3 s)."""
         started = time.perf_counter()
         with self._lock:
             self._closed = False
@@ -384,6 +377,7 @@ class KnowledgeGraph:
                     self._node_vectors, self._triple_vectors = tables
                     self._snapshot = self._snapshot.with_vectors(*tables)
                     self._vectors_read = False
+            heap.trim()
             self._prepared.set()
             log.info(
                 "knowledge graph: %d triples ready for changes (built in %.1f s)",

@@ -62,7 +62,7 @@ def around(
 
     if key not in edits.node_names:
         return None
-    rows = list(edits.incident.get(key, {}).values())
+    rows = list(edits.incident.get(key, ()))
     outgoing = sorted((edge_triple(r) for r in rows if r.subject == key), key=order)
     incoming = sorted((edge_triple(r) for r in rows if r.object == key != r.subject), key=order)
     entity = EntityInfo(key=key, name=edits.node_names[key], degree=edits.degree(key))

@@ -1,0 +1,39 @@
+"""``kg.heap``: the heap is handed back after each change and after what changes edit is
+built (the memory it returns is measured by ``bench.kg_memory``, not here)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import kg.heap
+from kg import EmbedFn, KnowledgeGraph
+from tests.kg.kg_testdata import supplied
+
+
+def test_a_change_and_a_build_hand_the_heap_back(
+    tmp_path: Path, embed_fn: EmbedFn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[int] = []
+
+    def record(pad: int) -> int:
+        calls.append(pad)
+        return 1
+
+    monkeypatch.setattr(kg.heap, "_trim", record)
+    graph = KnowledgeGraph(tmp_path / "kg", embed_fn)
+    graph.replace_documents({"a": supplied("a", ("Lyon", "lies on", "Rhone"))})  # builds too
+    graph.remove_documents(["a"])
+    assert calls == [0, 0, 0]
+    graph.replace_documents({"b": supplied("b", ("Ada", "wrote", "Notes"))})
+    again = KnowledgeGraph(tmp_path / "kg", embed_fn, load=False)  # after a crash
+    again.load(prepare=False)
+    calls.clear()
+    assert again.triples_for_document("b")  # builds what changes edit
+    assert calls == [0]
+
+
+def test_without_malloc_trim_it_does_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kg.heap, "_trim", None)
+    kg.heap.trim()  # a C library without it (musl, macOS): no error
