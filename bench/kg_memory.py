@@ -138,8 +138,7 @@ def run(chunks: int, changes: int, queries: int = 200) -> GraphMemory:
         for i in range(max(1, chunks // CHUNKS_PER_DOCUMENT))
     }
     with bench_dir() as work:
-        build_graph(work, documents)
-        KnowledgeGraph(work / "kg", RandomEmbedder(seed=2)).close()  # saves the snapshot
+        build_graph(work, documents, keep_snapshot=True)
         command = [sys.executable, "-m", "bench.kg_memory", "--measure", str(work / "kg")]
         child = subprocess.run(
             [*command, "--changes", str(changes), "--queries", str(queries)],

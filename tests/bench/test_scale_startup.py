@@ -9,8 +9,11 @@ from pathlib import Path
 
 import pytest
 
+import bench.scale_startup
+from bench.kg_subgraph import RandomEmbedder
 from bench.scale_copies import Chunk
-from bench.scale_startup import GRAPH_PER_CHUNK, run
+from bench.scale_startup import GRAPH_PER_CHUNK, build_graph, run
+from kg import KnowledgeGraph, snapshot_file
 from rag.knowledge.embedding import Embedder
 from rag.llm.server import VLLMServer
 
@@ -44,3 +47,23 @@ def test_the_service_starts_on_a_built_folder_and_answers(
     # The question is answered from the folder's passages: its index and state agree.
     assert built.passages == again.passages == 3 and baseline.passages == 0
     assert not any(tmp_path.iterdir())  # each folder removed after its start
+
+
+def test_the_graph_filed_in_batches_is_the_graph_filed_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each batch's graph opens on what the last closed (its vectors mapped, not held),
+    and files the next documents: the graph is the one a single batch gives."""
+    documents = {f"doc-{i}": (f"hash-{i}", 10) for i in range(30)}
+    once = build_graph(tmp_path / "once", documents)
+    monkeypatch.setattr(bench.scale_startup, "BUILD_BATCH_CHUNKS", 70)
+    batched = build_graph(tmp_path / "batched", documents, keep_snapshot=True)
+    assert batched == once and once[0] > 0
+    assert not list((tmp_path / "once" / "kg").glob("snapshot*"))  # read as after a crash
+    assert (tmp_path / "batched" / "kg" / snapshot_file.FILE).is_file()
+    embed = RandomEmbedder(seed=3)
+    a, b = (KnowledgeGraph(tmp_path / name / "kg", embed) for name in ("once", "batched"))
+    versions = {d: h for d, (h, _) in documents.items()}
+    assert a.document_versions() == b.document_versions() == versions
+    for doc_id in documents:
+        assert a.triples_for_document(doc_id) == b.triples_for_document(doc_id)

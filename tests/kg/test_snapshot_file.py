@@ -165,9 +165,12 @@ def test_a_graph_loaded_unprepared_builds_for_its_first_change(
 def test_a_start_maps_the_vectors_and_changes_write_past_them(
     saved: KnowledgeGraph,  # noqa: F811
     embed_fn: EmbedFn,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The vectors read back are the files' pages, not copies in the process's memory;
-    the tables adopt them as they are, and changes write their vectors after them."""
+    the tables adopt them as they are, and changes write their vectors after them. A save
+    writes them a few rows at a time (here 3), across the mapped part and the new rows."""
+    monkeypatch.setattr(kg.snapshot_file, "_BLOCK_ROWS", 3)
     saved.close()
     files = sorted(saved.folder.glob(VECTOR_FILE.format(id="*", kind="*")))
     assert [p.name.rsplit("-", 1)[1] for p in files] == ["nodes.npy", "triples.npy"]
