@@ -72,7 +72,8 @@ class KnowledgeGraph:
         self._triple_vectors = EmbeddingTable()
         self._snapshot = GraphSnapshot()
         self._versions: dict[str, str] = {}
-        self._pending: GraphRows | None = None  # rows what changes edit is yet to be built from
+        # The rows (and their nodes' names) what changes edit is yet to be built from.
+        self._pending: tuple[GraphRows, dict[str, str]] | None = None
         self._unread = False  # the snapshot was read back: the rows are yet to be read
         self._vectors_read = False  # a start read the vectors into memory (not mapped)
         self._behind = False  # a write failed: the file is behind memory until ``save``
@@ -289,7 +290,7 @@ class KnowledgeGraph:
         triples, built beside a start, it slowed /ready to 30.1 s from 4 s for the
         snapshot itself, and after it the first chat to 5.3 s)."""
         started = time.perf_counter()
-        with self._lock:
+        with self._lock, heap.collector_paused():
             self._closed = False
             exists = (self._folder / GRAPH_DB_FILE).exists()
             saved = snapshot_file.load(self._folder) if exists else None
@@ -337,7 +338,7 @@ class KnowledgeGraph:
         names = node_names(rows)
         texts = {triple_text(e.subject_name, e.predicate, e.object_name) for e in rows.edges}
         self._repair_vectors(names, texts)
-        self._pending = rows
+        self._pending = rows, names
         return names
 
     def _build_graph(self) -> None:
@@ -348,6 +349,7 @@ class KnowledgeGraph:
         except Exception:  # the rows stay: the next change or view builds it
             log.exception("knowledge graph: building the graph after the start failed")
 
+    @heap.collector_paused()
     def _mutable(self) -> None:
         """Build what changes edit from the rows a start read, if not yet done (the
         caller holds the lock). A build that fails is tried again on the next call."""
@@ -364,10 +366,10 @@ class KnowledgeGraph:
                     edge_items(read), names, self._node_vectors, self._triple_vectors
                 )
             self._unread = False
-        rows = self._pending
-        if rows is not None:
+        if self._pending is not None:
             started = time.perf_counter()
-            self._edits = GraphEdits.of_rows(rows.edges, node_names(rows))
+            rows, names = self._pending
+            self._edits = GraphEdits.of_rows(rows.edges, names)
             self._pending = None
             if self._vectors_read and self._autosave:  # out of the process's memory
                 tables = snapshot_file.map_tables(
