@@ -70,6 +70,7 @@ ENV PATH=/opt/venv/bin:$PATH \
     HF_HUB_OFFLINE=1 \
     TRANSFORMERS_OFFLINE=1 \
     TOKENIZERS_PARALLELISM=false \
+    ORT_DISABLE_TELEMETRY=1 \
     TORCHINDUCTOR_CACHE_DIR=/data/cache/torchinductor
 WORKDIR /app
 VOLUME ["/data"]

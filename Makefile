@@ -10,6 +10,8 @@ STAMP  := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
+# ONNX Runtime's telemetry writes under ~/.cache and /tmp when on (rag/knowledge/onnx_int8.py).
+export ORT_DISABLE_TELEMETRY := 1
 # torch creates its compile cache folder on import; keep it in the data folder, not /tmp.
 export TORCHINDUCTOR_CACHE_DIR ?= $(CURDIR)/data/cache/torchinductor
 

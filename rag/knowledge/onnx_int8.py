@@ -26,6 +26,7 @@ import tempfile
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -43,15 +44,26 @@ def export_dir() -> Path:
     return Path(sys.prefix) / "share" / "warmrag"
 
 
+def onnxruntime_module() -> ModuleType:
+    """ONNX Runtime, imported with its telemetry off unless the operator set
+    ``ORT_DISABLE_TELEMETRY`` otherwise. Imported with it on, 1.30 writes a telemetry
+    database under ``~/.cache/Microsoft`` (2.2 MB, growing with each import) and a log
+    file in ``/tmp`` (``mat-debug-<pid>.log``): a service must not write to its host's
+    home or ``/tmp``. Only int8 needs ONNX Runtime: it is not imported with this module
+    (a start's cost)."""
+    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+    import onnxruntime
+
+    return onnxruntime
+
+
 def exported_path(model_path: Path, folder: Path) -> Path:
     """The int8 file for the model at ``model_path``: named by the weights' size and
     modification time and ONNX Runtime's version, so a new model or quantizer exports
     again instead of reusing a stale file."""
-    import onnxruntime  # only int8 needs it: not imported with the module (a start's cost)
-
     weights = model_path / "model.safetensors"
     stat = weights.stat()
-    version = onnxruntime.__version__.replace(".", "_")
+    version = onnxruntime_module().__version__.replace(".", "_")
     return folder / f"{model_path.name}-{stat.st_size}-{stat.st_mtime_ns}-ort{version}-int8.onnx"
 
 
@@ -60,6 +72,7 @@ def export_int8(model_path: Path, target: Path) -> Path:
 
     Written to temporary files beside ``target`` and renamed into place, so a crash or
     a second process exporting at the same time never leaves a partial model."""
+    onnxruntime_module()
     from onnxruntime.quantization import QuantType, quantize_dynamic  # loads onnx: only here
 
     model = SentenceTransformer(str(model_path), device="cpu")
@@ -122,8 +135,7 @@ class Int8Encoder:
     """Runs the exported model: each text on its own, on ``threads`` threads."""
 
     def __init__(self, model_file: Path, tokenizer: Any, window: int, threads: int) -> None:
-        import onnxruntime
-
+        onnxruntime = onnxruntime_module()
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1

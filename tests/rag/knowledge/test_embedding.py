@@ -4,6 +4,9 @@ exported model is made once and reused; the setting picks the process-wide embed
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -112,3 +115,23 @@ def test_the_setting_picks_the_process_wide_embedder(monkeypatch: pytest.MonkeyP
     default = shared_embedder(Settings().embedding_precision)
     assert default is shared_embedder() and default.follows
     assert default.precision is DEFAULT_PRECISION is EmbeddingPrecision.FLOAT32
+
+
+def test_onnx_runtime_writes_nothing_to_the_home_folder_or_tmp(tmp_path: Path) -> None:
+    """Imported with its telemetry on, ONNX Runtime 1.30 writes a database under
+    ``~/.cache/Microsoft`` and ``/tmp/mat-debug-<pid>.log``; the one import path turns
+    it off. A fresh interpreter, without the variable the Makefile sets."""
+    env = {k: v for k, v in os.environ.items() if k != "ORT_DISABLE_TELEMETRY"}
+    env["HOME"] = str(tmp_path)
+    script = (
+        "import os\n"
+        "from rag.knowledge.onnx_int8 import onnxruntime_module\n"
+        "onnxruntime_module().SessionOptions()\n"
+        "print(os.getpid())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
+    )
+    pid = done.stdout.split()[-1]
+    assert list(tmp_path.iterdir()) == []
+    assert not Path(f"/tmp/mat-debug-{pid}.log").exists()
