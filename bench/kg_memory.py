@@ -11,7 +11,9 @@ it that is the process's own memory (``RssAnon``): the rest is pages of files ma
 into it (the saved snapshot's vectors), which the kernel can drop and read again. Last,
 ``--queries`` fact selections (``bench.kg_subgraph``'s questions, each with its own
 edge's chunk as a passage) show how much of the mapped vectors the reads page in, and
-what a selection costs. The service's own start is ``bench.scale_startup``; this
+what a selection costs. Then the entity link by embedding from the int8 codes against a
+float32 scan of every entity vector, side by side, which must choose the same entities
+(``kg.int8_rows``). The service's own start is ``bench.scale_startup``; this
 isolates the graph, whose memory is what the 1M target misses on.
 
 Run: ``.venv/bin/python -m bench.kg_memory [--chunks 100000] [--changes 3] [--queries 200]``
@@ -26,7 +28,7 @@ import os
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +37,7 @@ from bench.kg_subgraph import RandomEmbedder, make_questions
 from bench.paths import REPO, bench_dir
 from bench.scale_startup import build_graph, rss_mib
 from kg import KnowledgeGraph, SubgraphSelector, Triple
+from kg.embeddings import RowMatrix, VectorRows, normalize_rows
 from kg.paths import DEFAULT_WEIGHTS
 
 CHUNKS_PER_DOCUMENT = 10
@@ -61,6 +64,9 @@ class GraphMemory:
     queried_anon_mib: int
     select_p50_ms: float
     select_p99_ms: float
+    link_p50_ms: float
+    link_scan_p50_ms: float
+    link_candidates_max: int
 
 
 def measure(folder: Path, changes: int, queries: int) -> dict[str, object]:
@@ -98,6 +104,7 @@ def measure(folder: Path, changes: int, queries: int) -> dict[str, object]:
     queried = rss_mib(os.getpid()) - own
     queried_anon = rss_mib(os.getpid(), "RssAnon") - own_anon
     peak = rss_mib(os.getpid(), "VmHWM") - own
+    link = _link_side_by_side(graph, queries)
     counts = (graph.edge_count, graph.node_count)
     graph.close()
     return {
@@ -117,6 +124,7 @@ def measure(folder: Path, changes: int, queries: int) -> dict[str, object]:
         "queried_anon_mib": queried_anon,
         "select_p50_ms": round(float(np.percentile(latencies, 50)), 2) if queries else 0.0,
         "select_p99_ms": round(float(np.percentile(latencies, 99)), 2) if queries else 0.0,
+        **link,
     }
 
 
@@ -129,6 +137,43 @@ def _select(graph: KnowledgeGraph, queries: int) -> list[float]:
         selector.select(text, vector, passages)
         latencies.append((time.perf_counter() - started) * 1000)
     return latencies
+
+
+def _link_side_by_side(graph: KnowledgeGraph, queries: int) -> dict[str, float | int]:
+    """The entity link (by words and by embedding) per question: from the int8 codes (the
+    selector's way) and, as the baseline, from a float32 scan of every entity vector,
+    alternating; the two must choose the same entities (else the bench fails). Run after
+    the RSS figures: the scan pages in every entity vector."""
+    selector = SubgraphSelector(graph, path_weights=DEFAULT_WEIGHTS)
+    snap = graph.snapshot
+    coded = snap.node_vectors
+    if coded.matrix.codes is None:
+        raise RuntimeError("the entities' vectors have no int8 codes")
+    scan = replace(snap, node_vectors=VectorRows(_without_codes(coded.matrix), coded.rows))
+    took: dict[str, list[float]] = {"codes": [], "scan": []}
+    widest = 0
+    threshold, count = selector.similarity_threshold, selector.max_similar_nodes
+    for text, vector, _ in make_questions(graph, queries, np.random.default_rng(5)):
+        query = normalize_rows(vector)[0]
+        chosen = {}
+        for name, view in (("codes", snap), ("scan", scan)):
+            started = time.perf_counter()
+            chosen[name] = selector.link(text, query, (), view).similar
+            took[name].append((time.perf_counter() - started) * 1000)
+        if chosen["codes"] != chosen["scan"]:
+            raise RuntimeError(f"the codes chose {chosen['codes']}, the scan {chosen['scan']}")
+        items, _ = coded.candidates(query, threshold, count)
+        widest = max(widest, len(items))
+    return {
+        "link_p50_ms": round(float(np.percentile(took["codes"], 50)), 2) if queries else 0.0,
+        "link_scan_p50_ms": round(float(np.percentile(took["scan"], 50)), 2) if queries else 0.0,
+        "link_candidates_max": widest,
+    }
+
+
+def _without_codes(matrix: RowMatrix) -> RowMatrix:
+    """The same rows without their codes: what a scan of every float32 row reads."""
+    return RowMatrix(matrix.base, matrix.tail)
 
 
 def run(chunks: int, changes: int, queries: int = 200) -> GraphMemory:

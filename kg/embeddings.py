@@ -13,6 +13,11 @@ from typing import Any
 
 import numpy as np
 
+from kg.int8_rows import FLOAT_SLACK, Int8Rows, estimate
+
+SCORE_MARGIN = 1e-5
+"""How far apart two scores must be for six-decimal rounding to keep them apart, with room."""
+
 EmbedFn = Callable[[Sequence[str]], np.ndarray]
 """Maps texts to a (len(texts), dim) array of L2-normalized rows."""
 
@@ -56,13 +61,19 @@ class RowMatrix:
     from its file (``kg.snapshot_file``), so the vectors stay on the page cache, paged in
     as queries touch them, instead of in the process's own memory (780 MiB at 323,000
     triples). ``tail`` holds the rows written since, in memory.
+
+    ``codes``, where the table keeps them, are the int8 codes of ``base``'s rows and of
+    ``tail``'s (``kg.int8_rows``): a scan of every row reads those instead.
     """
 
-    __slots__ = ("base", "tail")
+    __slots__ = ("base", "codes", "tail")
 
-    def __init__(self, base: np.ndarray, tail: np.ndarray) -> None:
+    def __init__(
+        self, base: np.ndarray, tail: np.ndarray, codes: tuple[Int8Rows, Int8Rows] | None = None
+    ) -> None:
         self.base = base
         self.tail = tail
+        self.codes = codes
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -95,6 +106,13 @@ class RowMatrix:
             return dot_rows(self.tail, vector)
         return np.concatenate([dot_rows(self.base, vector), dot_rows(self.tail, vector)])
 
+    def estimate(self, vector: np.ndarray) -> tuple[np.ndarray, float]:
+        """Every row's dot product with ``vector``, each within the returned slack of
+        the exact one: from the codes where there are codes, else exact (float32)."""
+        if self.codes is None:
+            return self.dot(vector), FLOAT_SLACK
+        return estimate(self.codes, vector)
+
 
 class EmbeddingTable:
     """A key -> vector map stored as one matrix, so lookups gather rows without copying dicts.
@@ -111,14 +129,20 @@ class EmbeddingTable:
     ``RowMatrix``'s base and writes new rows after it. Compaction moves only the rows in
     memory: the base's dropped rows cost no memory of the process's own, and the next
     clean stop saves the snapshot without them.
+
+    A ``quantized`` table also keeps every row's int8 codes (``kg.int8_rows``), in memory:
+    the entities' table, whose every row a question's similarity scan reads.
     """
 
     #: Compact once dropped rows exceed this share of the live ones (and ``_MIN_DEAD``).
     _DEAD_SHARE = 0.25
     _MIN_DEAD = 1024
 
-    def __init__(self, dim: int | None = None) -> None:
+    def __init__(self, dim: int | None = None, *, quantized: bool = False) -> None:
         self._dim = dim
+        self._quantized = quantized
+        self._base_codes = Int8Rows.zeros(0, dim or 0)
+        self._codes = Int8Rows.zeros(0, dim or 0)  # the in-memory rows', in step with them
         self._rows: dict[str, int] = {}
         self._used = 0  # rows written so far, live or dropped, base included
         self._dead_base = 0  # rows of the base whose keys were dropped
@@ -127,11 +151,13 @@ class EmbeddingTable:
         self._token = object()
 
     @classmethod
-    def adopt(cls, keys: Sequence[str], matrix: np.ndarray) -> EmbeddingTable:
+    def adopt(
+        cls, keys: Sequence[str], matrix: np.ndarray, *, quantized: bool = False
+    ) -> EmbeddingTable:
         """A table over ``matrix`` itself (row i is ``keys[i]``, keys unique): a start
         loads every stored vector this way, without a second copy of them. A read-only
         ``matrix`` (mapped from a file) is kept as it is, and new rows go after it."""
-        table = cls(int(matrix.shape[1]) if len(keys) else None)
+        table = cls(int(matrix.shape[1]) if len(keys) else None, quantized=quantized)
         if len(keys):
             if matrix.shape[0] != len(keys) or matrix.dtype != np.float32:
                 raise ValueError(f"expected {len(keys)} float32 rows, got {matrix.shape}")
@@ -140,10 +166,19 @@ class EmbeddingTable:
                 raise ValueError("keys repeat")
             if matrix.flags.writeable:
                 table._matrix = np.require(matrix, requirements=["C"])
+                if quantized:
+                    table._codes = Int8Rows.of(table._matrix)
             else:
                 table._base = matrix
+                if quantized:
+                    table._base_codes = Int8Rows.of(matrix)
             table._used = len(keys)
         return table
+
+    @property
+    def quantized(self) -> bool:
+        """Whether the table keeps its rows' int8 codes."""
+        return self._quantized
 
     @property
     def dim(self) -> int | None:
@@ -153,7 +188,9 @@ class EmbeddingTable:
     @property
     def matrix(self) -> RowMatrix:
         """The rows written so far (rows of dropped keys included)."""
-        return RowMatrix(self._base, self._matrix[: self._used - len(self._base)])
+        written = self._used - len(self._base)
+        codes = (self._base_codes, self._codes.head(written)) if self._quantized else None
+        return RowMatrix(self._base, self._matrix[:written], codes)
 
     @property
     def token(self) -> object:
@@ -184,6 +221,8 @@ class EmbeddingTable:
             self._dim = int(vectors.shape[1])
             self._base = np.zeros((0, self._dim), dtype=np.float32)
             self._matrix = np.zeros((0, self._dim), dtype=np.float32)
+            self._base_codes = Int8Rows.zeros(0, self._dim)
+            self._codes = Int8Rows.zeros(0, self._dim)
         if vectors.shape != (len(keys), self._dim):
             raise ValueError(f"expected {(len(keys), self._dim)} vectors, got {vectors.shape}")
         first = self._used
@@ -192,6 +231,8 @@ class EmbeddingTable:
         # vector at once (532,000 at 323,000 triples), where a check per row cost 2.5 s.
         self._reserve(start + len(keys))
         self._matrix[start : start + len(keys)] = vectors
+        if self._quantized:
+            self._codes.write(start, vectors)
         self._used = first + len(keys)
         if len(self._base):  # a base row replaced is a dropped one
             self._dead_base += sum(1 for k in keys if self._rows.get(k, first) < len(self._base))
@@ -234,15 +275,21 @@ class EmbeddingTable:
         written = self._used - len(self._base)
         grown[:written] = self._matrix[:written]
         self._matrix = grown
+        if self._quantized:
+            self._codes = self._codes.resized(size, written)
 
     def _compact(self) -> None:
         """Move the live rows in memory into a new matrix (the old one stays whole for
         whoever still reads it); the base's rows keep their numbers."""
         split = len(self._base)
         keys = [k for k, row in self._rows.items() if row >= split]
-        live = self._matrix[self.rows_for(keys) - split]
-        self._matrix = np.zeros((max(64, len(keys) + len(keys) // 4), live.shape[1]), np.float32)
+        moved = self.rows_for(keys) - split
+        live = self._matrix[moved]
+        capacity = max(64, len(keys) + len(keys) // 4)
+        self._matrix = np.zeros((capacity, live.shape[1]), np.float32)
         self._matrix[: len(keys)] = live
+        if self._quantized:
+            self._codes = self._codes.take(moved, capacity)
         self._rows.update(zip(keys, range(split, split + len(keys)), strict=True))
         self._used = split + len(keys)
         self._token = object()
@@ -301,3 +348,23 @@ class VectorRows:
         if not len(self.rows) or not self.matrix.size:
             return np.zeros(len(self.rows), np.float32)
         return self.matrix.dot(vector)[self.rows]
+
+    def candidates(
+        self, vector: np.ndarray, floor: float, count: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Items, ascending, and their dot products with ``vector``: every item that can
+        be among the ``count`` best scoring at least ``floor`` is there, scored exactly (its
+        own row, in float32). Estimates pick them (``RowMatrix.estimate``): an item is
+        left out only when it scores below ``floor``, or when ``count`` others surely
+        score more, by more than ``SCORE_MARGIN`` (so no rounding of the scores to six
+        decimals can tie them)."""
+        if not len(self.rows) or not self.matrix.size:
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        estimates, slack = self.matrix.estimate(vector)
+        estimates = estimates[self.rows]
+        items = np.flatnonzero(estimates >= floor - slack - SCORE_MARGIN)
+        if items.size > count:
+            near = estimates[items]
+            kth = float(np.partition(near, items.size - count)[items.size - count])
+            items = items[near >= kth - 2 * slack - SCORE_MARGIN]
+        return items, dot_rows(self.matrix[self.rows[items]], vector)

@@ -150,7 +150,8 @@ def map_tables(
             keys = table.keys()
             path = folder / VECTOR_FILE.format(id=snapshot_id, kind=kind)
             atomic_write(path, partial(_write_gathered, table.matrix, table.rows_for(keys)))
-            mapped.append(EmbeddingTable.adopt(keys, _mapped(folder, snapshot_id, kind)))
+            matrix = _mapped(folder, snapshot_id, kind)
+            mapped.append(EmbeddingTable.adopt(keys, matrix, quantized=table.quantized))
     except (OSError, ValueError) as exc:
         _remove_vector_files(folder, keep=None)
         log.warning("knowledge graph: the vectors stay in memory: %s", exc)

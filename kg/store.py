@@ -68,7 +68,7 @@ class KnowledgeGraph:
         self._autosave = autosave
         self._lock = threading.RLock()
         self._edits = GraphEdits()
-        self._node_vectors = EmbeddingTable()
+        self._node_vectors = EmbeddingTable(quantized=True)  # a question scans every row
         self._triple_vectors = EmbeddingTable()
         self._snapshot = GraphSnapshot()
         self._versions: dict[str, str] = {}
@@ -327,11 +327,10 @@ class KnowledgeGraph:
     def _adopt(self, rows: GraphRows) -> dict[str, str]:
         """Take the file's versions and vectors (repaired), keep the rows for what changes
         edit; return the nodes' display names."""
-        self._vectors_read = (
-            bool(rows.node_vectors.keys) and rows.node_vectors.matrix.flags.writeable
-        )
+        nodes = rows.node_vectors
+        self._vectors_read = bool(nodes.keys) and nodes.matrix.flags.writeable
         self._versions = dict(rows.versions)
-        self._node_vectors = EmbeddingTable.adopt(rows.node_vectors.keys, rows.node_vectors.matrix)
+        self._node_vectors = EmbeddingTable.adopt(nodes.keys, nodes.matrix, quantized=True)
         self._triple_vectors = EmbeddingTable.adopt(
             rows.triple_vectors.keys, rows.triple_vectors.matrix
         )

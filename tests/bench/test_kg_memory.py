@@ -17,3 +17,6 @@ def test_a_small_graph_is_loaded_prepared_and_changed_in_a_child() -> None:
     # The vectors read back are mapped from the snapshot's files: part of the RSS only.
     assert measured.loaded_anon_mib <= measured.loaded_mib
     assert measured.queries == 5 and measured.select_p99_ms >= measured.select_p50_ms > 0
+    # The entity link from the codes and from the float32 scan chose the same entities.
+    assert measured.link_p50_ms > 0 and measured.link_scan_p50_ms > 0
+    assert measured.link_candidates_max >= 1  # each question is near its own subject

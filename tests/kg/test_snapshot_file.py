@@ -33,6 +33,18 @@ def rows_read(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Path, bool]]:
     return calls
 
 
+def assert_coded(graph: KnowledgeGraph) -> None:
+    """The entities' vectors have int8 codes for every row, mapped or in memory, whose
+    estimates hold (``kg.int8_rows``); the triple texts' have none (no scan reads them all)."""
+    nodes = graph.snapshot.node_vectors.matrix
+    assert nodes.codes is not None and graph.snapshot.edge_vectors.matrix.codes is None
+    assert [len(part) for part in nodes.codes] == [len(nodes.base), len(nodes.tail)]
+    query = np.asarray(nodes[np.arange(len(nodes))]).sum(axis=0)
+    query /= np.linalg.norm(query)
+    estimates, slack = nodes.estimate(query)
+    assert np.abs(estimates - nodes.dot(query)).max() <= slack
+
+
 def assert_built_from_the_rows(
     graph: KnowledgeGraph,
     embed_fn: EmbedFn,
@@ -182,6 +194,7 @@ def test_a_start_maps_the_vectors_and_changes_write_past_them(
     again.replace_documents({"new": supplied("new", ("Lyon", "lies on", "Rhone"))})
     for vectors in (again.snapshot.node_vectors, again.snapshot.edge_vectors):
         assert isinstance(vectors.matrix.base, np.memmap) and len(vectors.matrix.tail)
+    assert_coded(again)
     assert not files[0].exists()  # the write discarded the saved snapshot; still mapped
     saved.remove_documents(["paris"])
     saved.replace_documents({"new": supplied("new", ("Lyon", "lies on", "Rhone"))})
@@ -252,6 +265,7 @@ def test_a_start_after_a_crash_moves_the_vectors_it_read_into_mapped_files(
     assert crashed.wait_prepared(timeout=30)
     for vectors in (crashed.snapshot.node_vectors, crashed.snapshot.edge_vectors):
         assert isinstance(vectors.matrix.base, np.memmap) and not len(vectors.matrix.tail)
+    assert_coded(crashed)
     assert len(list(saved.folder.glob(VECTOR_FILE.format(id="*", kind="*")))) == 2
     assert_same_snapshot(crashed.snapshot, saved.snapshot)
     for graph in (crashed, saved):
@@ -281,6 +295,7 @@ def test_vectors_that_cannot_be_written_out_stay_in_memory(
         crashed.remove_documents(["paris"])  # builds what changes edit, in this thread
     assert "the vectors stay in memory" in caplog.text
     assert not isinstance(crashed.snapshot.node_vectors.matrix.tail, np.memmap)
+    assert_coded(crashed)
     assert not list(saved.folder.glob(VECTOR_FILE.format(id="*", kind="*")))
     saved.remove_documents(["paris"])
     assert_same_snapshot(crashed.snapshot, saved.snapshot)

@@ -1,0 +1,160 @@
+"""The entities' int8 codes: the bound on their estimates holds, and the candidates they pick
+give exactly the full float32 scan's choice (``kg.int8_rows``, ``VectorRows.candidates``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kg.embeddings import EmbeddingTable, VectorRows, dot_rows, normalize_rows
+from kg.int8_rows import Int8Rows, _blocks, estimate
+
+DIM = 48
+
+
+def _rows(rng: np.random.Generator, count: int) -> np.ndarray:
+    """Unit rows with the shapes that stress a per-row scale: skewed ones, one-hot ones,
+    near-duplicates and exact duplicates (ties), and a zero row."""
+    rows = rng.standard_normal((count, DIM)).astype(np.float32)
+    rows[: count // 8, 0] *= 40  # one component dominates
+    rows[count // 8 : count // 4] = 0
+    rows[count // 8 : count // 4, 3] = 1
+    rows[count // 4 : count // 4 + 20] = rows[count // 4 + 20 : count // 4 + 40]
+    rows[count // 2 : count // 2 + 20] = rows[count // 2 + 20 : count // 2 + 40] + 1e-6
+    rows = normalize_rows(rows)
+    rows[-1] = 0
+    return rows
+
+
+def _queries(rng: np.random.Generator, rows: np.ndarray, count: int) -> list[np.ndarray]:
+    """Questions near some rows (so several clear the threshold), some right on one."""
+    picks = rows[rng.integers(len(rows), size=count)]
+    noise = rng.standard_normal(picks.shape).astype(np.float32)
+    scale = np.linspace(0.0, 0.6, count, dtype=np.float32)[:, None]
+    return list(normalize_rows(picks + scale * noise))
+
+
+def _full_scan(rows: np.ndarray, query: np.ndarray, threshold: float, count: int) -> list[int]:
+    """The choice ``SubgraphSelector`` made from a float32 scan of every row."""
+    sims = np.array([dot_rows(rows[[i]], query)[0] for i in range(len(rows))])
+    above = np.flatnonzero(sims >= threshold)
+    rounded = np.round(sims[above], 6)
+    return [int(i) for i in above[np.lexsort((above, -rounded))][:count]]
+
+
+def _chosen(vectors: VectorRows, query: np.ndarray, threshold: float, count: int) -> list[int]:
+    items, sims = vectors.candidates(query, threshold, count)
+    kept = sims >= threshold
+    above = items[kept]
+    rounded = np.round(sims[kept], 6)
+    return [int(i) for i in above[np.lexsort((above, -rounded))][:count]]
+
+
+def test_every_estimate_is_within_the_slack_of_the_exact_score() -> None:
+    rng = np.random.default_rng(1)
+    rows = _rows(rng, 400)
+    coded = Int8Rows.of(rows)
+    for query in _queries(rng, rows, 60):
+        estimates, slack = estimate([coded.head(100), Int8Rows.of(rows[100:])], query)
+        exact = rows.astype(np.float64) @ query.astype(np.float64)
+        assert np.abs(estimates - exact).max() <= slack
+        assert slack < 0.1  # loose enough to be safe, tight enough to leave few candidates
+
+
+@pytest.mark.parametrize("threshold", [0.3, 0.5, 0.9])
+def test_the_candidates_give_the_full_scans_choice(threshold: float) -> None:
+    rng = np.random.default_rng(2)
+    rows = _rows(rng, 600)
+    table = EmbeddingTable(quantized=True)
+    keys = [f"entity {i:04d}" for i in range(len(rows))]
+    table.add(keys, rows)
+    vectors = VectorRows.of(table, keys)
+    candidates_seen = []
+    for query in _queries(rng, rows, 80):
+        assert _chosen(vectors, query, threshold, 5) == _full_scan(rows, query, threshold, 5)
+        candidates_seen.append(len(vectors.candidates(query, threshold, 5)[0]))
+    assert max(candidates_seen) < len(rows) // 4  # the codes do narrow the scan
+
+
+def test_an_item_right_on_the_threshold_or_among_near_ties_is_not_lost() -> None:
+    """Scores within the slack of the threshold, and of each other around the fifth place:
+    the estimates order them differently from the exact scores."""
+    rng = np.random.default_rng(6)
+    query = normalize_rows(rng.standard_normal(DIM).astype(np.float32))[0]
+    rows = normalize_rows(query + 0.02 * rng.standard_normal((40, DIM)).astype(np.float32))
+    rows = np.concatenate([rows, _rows(rng, 200)])
+    table = EmbeddingTable(quantized=True)
+    keys = [f"k{i:03d}" for i in range(len(rows))]
+    table.add(keys, rows)
+    vectors = VectorRows.of(table, keys)
+    exact = dot_rows(rows, query)
+    estimates, _ = table.matrix.estimate(query)
+    assert not np.array_equal(np.argsort(-estimates[:40]), np.argsort(-exact[:40]))
+    assert _chosen(vectors, query, 0.5, 5) == _full_scan(rows, query, 0.5, 5)
+    for rank in range(1, 12):  # the threshold right on each of the best scores
+        threshold = float(np.sort(exact)[-rank])
+        assert _chosen(vectors, query, threshold, 5) == _full_scan(rows, query, threshold, 5)
+
+
+def test_ties_broken_by_item_as_the_full_scan_breaks_them() -> None:
+    rows = normalize_rows(np.tile(np.eye(DIM, dtype=np.float32)[:1], (12, 1)))
+    table = EmbeddingTable(quantized=True)
+    keys = [f"same {i:02d}" for i in range(len(rows))]
+    table.add(keys, rows)
+    query = rows[0]
+    assert _chosen(VectorRows.of(table, keys), query, 0.5, 5) == [0, 1, 2, 3, 4]
+
+
+def test_codes_follow_the_table_through_adds_drops_and_compaction(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(EmbeddingTable, "_MIN_DEAD", 16)
+    rng = np.random.default_rng(3)
+    rows = _rows(rng, 300)
+    path = tmp_path / "nodes.npy"
+    np.save(path, rows[:200])
+    mapped = np.load(path, mmap_mode="r")
+    table = EmbeddingTable.adopt([f"k{i}" for i in range(200)], mapped, quantized=True)
+    table.add([f"k{i}" for i in range(200, 300)], rows[200:])
+    token = table.token
+    table.discard([f"k{i}" for i in range(120, 260)])  # past the share: compacts
+    assert table.token is not token
+    table.add(["k125", "k250"], rows[[10, 20]])  # back, with other vectors
+    live = {f"k{i}": rows[i] for i in [*range(120), *range(260, 300)]}
+    live.update({"k125": rows[10], "k250": rows[20]})
+    keys = sorted(live)
+    truth = np.stack([live[k] for k in keys])
+    vectors = VectorRows.of(table, keys)
+    for query in _queries(rng, truth, 40):
+        assert _chosen(vectors, query, 0.4, 5) == _full_scan(truth, query, 0.4, 5)
+        estimates, slack = table.matrix.estimate(query)
+        exact = table.matrix[vectors.rows] @ query
+        assert np.abs(estimates[vectors.rows] - exact).max() <= slack
+
+
+def test_a_table_without_codes_gives_the_same_choice() -> None:
+    rng = np.random.default_rng(4)
+    rows = _rows(rng, 300)
+    keys = [f"k{i:03d}" for i in range(len(rows))]
+    plain, coded = EmbeddingTable(), EmbeddingTable(quantized=True)
+    plain.add(keys, rows)
+    coded.add(keys, rows)
+    for query in _queries(rng, rows, 40):
+        assert _chosen(VectorRows.of(plain, keys), query, 0.5, 5) == _chosen(
+            VectorRows.of(coded, keys), query, 0.5, 5
+        )
+
+
+def test_a_mapped_file_is_coded_from_file_reads_and_a_slice_through_its_mapping(
+    tmp_path: Path,
+) -> None:
+    rows = _rows(np.random.default_rng(5), 200)
+    np.save(tmp_path / "m.npy", rows)
+    mapped = np.load(tmp_path / "m.npy", mmap_mode="r")
+    for matrix in (mapped, mapped[10:], mapped[:7]):
+        read = np.concatenate(list(_blocks(matrix)))
+        np.testing.assert_array_equal(read, np.asarray(matrix))
+    whole, sliced = Int8Rows.of(mapped), Int8Rows.of(mapped[10:])
+    np.testing.assert_array_equal(whole.codes[10:], sliced.codes)
