@@ -79,6 +79,8 @@ def measure(folder: Path, changes: int, queries: int) -> dict[str, object]:
     graph = KnowledgeGraph(folder, RandomEmbedder(seed=2), load=False)
     graph.load(prepare=False)  # the service's way: the first change builds the rest
     load_s = time.perf_counter() - started
+    if graph.snapshot.node_vectors.matrix.codes is None:
+        raise RuntimeError("the snapshot read back has no int8 codes for its entities")
     gc.collect()
     loaded = rss_mib(os.getpid()) - own
     loaded_anon = rss_mib(os.getpid(), "RssAnon") - own_anon

@@ -152,26 +152,38 @@ class EmbeddingTable:
 
     @classmethod
     def adopt(
-        cls, keys: Sequence[str], matrix: np.ndarray, *, quantized: bool = False
+        cls,
+        keys: Sequence[str],
+        matrix: np.ndarray,
+        *,
+        quantized: bool = False,
+        codes: Int8Rows | None = None,
     ) -> EmbeddingTable:
         """A table over ``matrix`` itself (row i is ``keys[i]``, keys unique): a start
         loads every stored vector this way, without a second copy of them. A read-only
-        ``matrix`` (mapped from a file) is kept as it is, and new rows go after it."""
+        ``matrix`` (mapped from a file) is kept as it is, and new rows go after it.
+
+        A ``quantized`` table takes ``codes`` (of ``matrix``'s rows) where a caller has
+        them, else makes them: a snapshot read back codes its entities at the load, and
+        making them again would cost the start as much once more (4-5 s at 2.1 million
+        entities) and hold two copies while both live."""
         table = cls(int(matrix.shape[1]) if len(keys) else None, quantized=quantized)
         if len(keys):
             if matrix.shape[0] != len(keys) or matrix.dtype != np.float32:
                 raise ValueError(f"expected {len(keys)} float32 rows, got {matrix.shape}")
+            if codes is not None and len(codes) != len(keys):
+                raise ValueError(f"expected codes of {len(keys)} rows, got {len(codes)}")
             table._rows = dict(zip(keys, range(len(keys)), strict=True))
             if len(table._rows) != len(keys):
                 raise ValueError("keys repeat")
             if matrix.flags.writeable:
                 table._matrix = np.require(matrix, requirements=["C"])
                 if quantized:
-                    table._codes = Int8Rows.of(table._matrix)
+                    table._codes = codes if codes is not None else Int8Rows.of(table._matrix)
             else:
                 table._base = matrix
                 if quantized:
-                    table._base_codes = Int8Rows.of(matrix)
+                    table._base_codes = codes if codes is not None else Int8Rows.of(matrix)
             table._used = len(keys)
         return table
 
@@ -318,9 +330,12 @@ class VectorRows:
         return cls(table.matrix, table.rows_for(keys), table.token)
 
     @classmethod
-    def stacked(cls, vectors: np.ndarray) -> VectorRows:
-        """Rows over a matrix of their own (a snapshot read back from disk)."""
-        return cls(vectors, np.arange(len(vectors), dtype=np.int64))
+    def stacked(cls, vectors: np.ndarray, codes: Int8Rows | None = None) -> VectorRows:
+        """Rows over a matrix of their own (a snapshot read back from disk), with the
+        int8 ``codes`` of its rows where a scan reads them all."""
+        empty = Int8Rows.zeros(0, int(vectors.shape[1]))
+        matrix = RowMatrix(vectors[:0], vectors, None if codes is None else (empty, codes))
+        return cls(matrix, np.arange(len(vectors), dtype=np.int64))
 
     @property
     def shape(self) -> tuple[int, int]:

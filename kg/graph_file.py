@@ -33,6 +33,7 @@ import numpy as np
 from durable import remove_stale_temps
 from durable.sqlite import as_os_error
 from kg.embeddings import EmbeddingTable
+from kg.int8_rows import Int8Rows
 from kg.models import shared
 
 log = logging.getLogger(__name__)
@@ -141,10 +142,12 @@ class EdgeRow:
 
 @dataclass
 class Vectors:
-    """Keys and their (n, dim) float32 vectors."""
+    """Keys and their (n, dim) float32 vectors, with the rows' int8 codes where a saved
+    snapshot read back made them already (``kg.int8_rows``)."""
 
     keys: list[str] = field(default_factory=list)
     matrix: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    codes: Int8Rows | None = None
 
     @classmethod
     def of(cls, table: EmbeddingTable, keys: Sequence[str]) -> Vectors:

@@ -330,7 +330,9 @@ class KnowledgeGraph:
         nodes = rows.node_vectors
         self._vectors_read = bool(nodes.keys) and nodes.matrix.flags.writeable
         self._versions = dict(rows.versions)
-        self._node_vectors = EmbeddingTable.adopt(nodes.keys, nodes.matrix, quantized=True)
+        self._node_vectors = EmbeddingTable.adopt(
+            nodes.keys, nodes.matrix, quantized=True, codes=nodes.codes
+        )
         self._triple_vectors = EmbeddingTable.adopt(
             rows.triple_vectors.keys, rows.triple_vectors.matrix
         )

@@ -158,3 +158,24 @@ def test_a_mapped_file_is_coded_from_file_reads_and_a_slice_through_its_mapping(
         np.testing.assert_array_equal(read, np.asarray(matrix))
     whole, sliced = Int8Rows.of(mapped), Int8Rows.of(mapped[10:])
     np.testing.assert_array_equal(whole.codes[10:], sliced.codes)
+
+
+def test_a_table_adopts_codes_made_before_and_refuses_codes_of_other_rows() -> None:
+    """Codes a snapshot made at the load are taken as they are (not made again); codes
+    of another number of rows than the keys' are an error, never a silent mismatch."""
+    matrix = normalize_rows(np.random.default_rng(3).normal(size=(5, 8)).astype(np.float32))
+    codes = Int8Rows.of(matrix)
+    keys = [f"k{i}" for i in range(5)]
+    for rows in (matrix, _read_only(matrix)):
+        table = EmbeddingTable.adopt(keys, rows, quantized=True, codes=codes)
+        assert table.matrix.codes is not None
+        assert any(np.shares_memory(part.codes, codes.codes) for part in table.matrix.codes)
+        with pytest.raises(ValueError, match="codes of 5 rows"):
+            EmbeddingTable.adopt(keys, rows, quantized=True, codes=Int8Rows.of(matrix[:4]))
+
+
+def _read_only(matrix: np.ndarray) -> np.ndarray:
+    """A copy the table must keep as its base (as it keeps a mapped file)."""
+    copy = matrix.copy()
+    copy.flags.writeable = False
+    return copy

@@ -15,6 +15,7 @@ import kg.snapshot_file
 import kg.store
 from kg import EmbedFn, KnowledgeGraph
 from kg.graph_file import GraphFile, GraphRows
+from kg.int8_rows import Int8Rows
 from kg.snapshot_file import FILE, VECTOR_FILE
 from tests.kg.kg_testdata import supplied
 from tests.kg.test_kg_load import assert_same_snapshot, saved  # noqa: F401  (the fixture)
@@ -186,11 +187,24 @@ def test_a_start_maps_the_vectors_and_changes_write_past_them(
     saved.close()
     files = sorted(saved.folder.glob(VECTOR_FILE.format(id="*", kind="*")))
     assert [p.name.rsplit("-", 1)[1] for p in files] == ["nodes.npy", "triples.npy"]
+    coded: list[int] = []
+    code = Int8Rows.of.__func__  # type: ignore[attr-defined]
+
+    def counting(cls: type[Int8Rows], matrix: np.ndarray) -> Int8Rows:
+        coded.append(len(matrix))
+        return code(cls, matrix)
+
+    monkeypatch.setattr(Int8Rows, "of", classmethod(counting))
     again = KnowledgeGraph(saved.folder, embed_fn)
     snap = again.snapshot
     assert isinstance(snap.node_vectors.matrix.tail, np.memmap)
     assert isinstance(snap.edge_vectors.matrix.tail, np.memmap)
-    again.remove_documents(["paris"])  # the tables adopt the mapped matrices
+    assert_coded(again)  # the entities are coded at the load, before any change
+    assert coded == [len(snap.node_keys)]
+    again.remove_documents(["paris"])  # the tables adopt the mapped matrices, and codes
+    assert coded == [len(snap.node_keys)]  # not made a second time
+    loaded, adopted = snap.node_vectors.matrix.codes, again.snapshot.node_vectors.matrix.codes
+    assert loaded is not None and adopted is not None and adopted[0] is loaded[1]
     again.replace_documents({"new": supplied("new", ("Lyon", "lies on", "Rhone"))})
     for vectors in (again.snapshot.node_vectors, again.snapshot.edge_vectors):
         assert isinstance(vectors.matrix.base, np.memmap) and len(vectors.matrix.tail)
