@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from kg.int8_rows import FLOAT_SLACK, Int8Rows, estimate
+from kg.int8_rows import FLOAT_SLACK, Int8Rows, estimate, gather
 
 SCORE_MARGIN = 1e-5
 """How far apart two scores must be for six-decimal rounding to keep them apart, with room."""
@@ -99,6 +99,10 @@ class RowMatrix:
         out[low] = self.base[rows[low]]
         out[~low] = self.tail[rows[~low] - split]
         return out
+
+    def codes_of(self, rows: np.ndarray) -> Int8Rows | None:
+        """The int8 codes of ``rows`` (an index array), in that order; None without codes."""
+        return None if self.codes is None else gather(self.codes, rows)
 
     def dot(self, vector: np.ndarray) -> np.ndarray:
         """Every row's dot product with ``vector``."""

@@ -102,6 +102,21 @@ class Int8Rows:
         return taken
 
 
+def gather(parts: Sequence[Int8Rows], rows: np.ndarray) -> Int8Rows:
+    """A new one with ``rows`` of the parts' rows (numbered in order, as ``estimate``
+    numbers them), in the order given; the parts' bounds hold for them."""
+    out = Int8Rows.zeros(len(rows), parts[0].codes.shape[1])
+    start = 0
+    for part in parts:
+        inside = (rows >= start) & (rows < start + len(part))
+        out.codes[inside] = part.codes[rows[inside] - start]
+        out.unit[inside] = part.unit[rows[inside] - start]
+        start += len(part)
+    out.max_error = max(p.max_error for p in parts)
+    out.max_norm = max(p.max_norm for p in parts)
+    return out
+
+
 def estimate(parts: Sequence[Int8Rows], query: np.ndarray) -> tuple[np.ndarray, float]:
     """Every row's dot product with the float32 ``query`` (the parts' rows in order), and
     the slack: each exact score lies within it of its estimate (module docstring)."""

@@ -149,10 +149,14 @@ def map_tables(
     try:
         for kind, table in (("nodes", nodes), ("triples", triples)):
             keys = table.keys()
+            rows = table.rows_for(keys)
             path = folder / VECTOR_FILE.format(id=snapshot_id, kind=kind)
-            atomic_write(path, partial(_write_gathered, table.matrix, table.rows_for(keys)))
+            atomic_write(path, partial(_write_gathered, table.matrix, rows))
             matrix = _mapped(folder, snapshot_id, kind)
-            mapped.append(EmbeddingTable.adopt(keys, matrix, quantized=table.quantized))
+            codes = table.matrix.codes_of(rows)  # the same rows: not coded again
+            mapped.append(
+                EmbeddingTable.adopt(keys, matrix, quantized=table.quantized, codes=codes)
+            )
     except (OSError, ValueError) as exc:
         _remove_vector_files(folder, keep=None)
         log.warning("knowledge graph: the vectors stay in memory: %s", exc)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from kg.embeddings import EmbeddingTable, VectorRows, dot_rows, normalize_rows
-from kg.int8_rows import Int8Rows, _blocks, estimate
+from kg.int8_rows import Int8Rows, _blocks, estimate, gather
 
 DIM = 48
 
@@ -179,3 +179,17 @@ def _read_only(matrix: np.ndarray) -> np.ndarray:
     copy = matrix.copy()
     copy.flags.writeable = False
     return copy
+
+
+def test_codes_gathered_across_both_parts_are_those_of_the_rows_gathered() -> None:
+    """A mapped base and in-memory rows after it, gathered in any order (as a save
+    gathers them after a crash's start): each row's codes are the ones that row alone
+    codes to, and the parts' bounds carry over."""
+    matrix = np.random.default_rng(4).normal(size=(12, 8)).astype(np.float32)
+    parts = (Int8Rows.of(matrix[:5]), Int8Rows.of(matrix[5:]))
+    rows = np.array([7, 0, 11, 3, 5, 4, 10], dtype=np.int64)
+    taken = gather(parts, rows)
+    alone = Int8Rows.of(matrix[rows])
+    assert np.array_equal(taken.codes, alone.codes) and np.array_equal(taken.unit, alone.unit)
+    assert taken.max_error == max(p.max_error for p in parts)
+    assert taken.max_norm == max(p.max_norm for p in parts)

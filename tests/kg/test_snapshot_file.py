@@ -34,6 +34,19 @@ def rows_read(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Path, bool]]:
     return calls
 
 
+def codes_made(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The number of rows of each matrix coded from here on (``Int8Rows.of``)."""
+    coded: list[int] = []
+    code = Int8Rows.of.__func__  # type: ignore[attr-defined]
+
+    def counting(cls: type[Int8Rows], matrix: np.ndarray) -> Int8Rows:
+        coded.append(len(matrix))
+        return code(cls, matrix)
+
+    monkeypatch.setattr(Int8Rows, "of", classmethod(counting))
+    return coded
+
+
 def assert_coded(graph: KnowledgeGraph) -> None:
     """The entities' vectors have int8 codes for every row, mapped or in memory, whose
     estimates hold (``kg.int8_rows``); the triple texts' have none (no scan reads them all)."""
@@ -187,14 +200,7 @@ def test_a_start_maps_the_vectors_and_changes_write_past_them(
     saved.close()
     files = sorted(saved.folder.glob(VECTOR_FILE.format(id="*", kind="*")))
     assert [p.name.rsplit("-", 1)[1] for p in files] == ["nodes.npy", "triples.npy"]
-    coded: list[int] = []
-    code = Int8Rows.of.__func__  # type: ignore[attr-defined]
-
-    def counting(cls: type[Int8Rows], matrix: np.ndarray) -> Int8Rows:
-        coded.append(len(matrix))
-        return code(cls, matrix)
-
-    monkeypatch.setattr(Int8Rows, "of", classmethod(counting))
+    coded = codes_made(monkeypatch)
     again = KnowledgeGraph(saved.folder, embed_fn)
     snap = again.snapshot
     assert isinstance(snap.node_vectors.matrix.tail, np.memmap)
@@ -271,15 +277,19 @@ def test_a_save_cut_short_leaves_no_snapshot_and_no_stray_files(
 def test_a_start_after_a_crash_moves_the_vectors_it_read_into_mapped_files(
     saved: KnowledgeGraph,  # noqa: F811
     embed_fn: EmbedFn,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """No snapshot to read back: the start reads the vectors into memory, and once what
-    changes edit is built they move to vector files mapped back, the snapshot unchanged."""
+    changes edit is built they move to vector files mapped back, the snapshot unchanged;
+    the entities' codes move with them, not made a second time."""
+    coded = codes_made(monkeypatch)
     crashed = KnowledgeGraph(saved.folder, embed_fn)  # never closed: no snapshot saved
     assert not (saved.folder / FILE).exists()
     assert crashed.wait_prepared(timeout=30)
     for vectors in (crashed.snapshot.node_vectors, crashed.snapshot.edge_vectors):
         assert isinstance(vectors.matrix.base, np.memmap) and not len(vectors.matrix.tail)
     assert_coded(crashed)
+    assert coded == [len(crashed.snapshot.node_keys)]
     assert len(list(saved.folder.glob(VECTOR_FILE.format(id="*", kind="*")))) == 2
     assert_same_snapshot(crashed.snapshot, saved.snapshot)
     for graph in (crashed, saved):
