@@ -47,13 +47,22 @@ MUTATION_LOG = """() => {
 
 
 @pytest.fixture
-def browser(chromium: Path) -> Iterator[Browser]:
+def browser(chromium: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
+    # Chromium writes its crash-report settings and dconf's cache under the home
+    # folder: give it one of the session's temporary folders instead of the user's.
+    home = tmp_path_factory.mktemp("browser-home")
+    env: dict[str, str | float | bool] = {
+        **os.environ,
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+    }
     with sync_playwright() as playwright:
         # Chromium's sandbox cannot start as root (the test set-up's user here); a
         # container's small /dev/shm crashes full-page screenshots.
         args = ["--disable-dev-shm-usage", *(["--no-sandbox"] if os.geteuid() == 0 else [])]
         expect.set_options(timeout=SLOW_MS)  # assertions wait as long as actions
-        browser = playwright.chromium.launch(executable_path=str(chromium), args=args)
+        browser = playwright.chromium.launch(executable_path=str(chromium), args=args, env=env)
         try:
             yield browser
         finally:
