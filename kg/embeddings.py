@@ -169,7 +169,7 @@ class EmbeddingTable:
 
         A ``quantized`` table takes ``codes`` (of ``matrix``'s rows) where a caller has
         them, else makes them: a snapshot read back codes its entities at the load, and
-        making them again would cost the start as much once more (4-5 s at 2.1 million
+        making them again would cost the start as much once more (5.4-6.0 s at 2.1 million
         entities) and hold two copies while both live."""
         table = cls(int(matrix.shape[1]) if len(keys) else None, quantized=quantized)
         if len(keys):

@@ -190,7 +190,7 @@ def load(folder: Path) -> tuple[GraphSnapshot, dict[str, str]] | None:
         nodes = _mapped(folder, meta["id"], "nodes")
         # Coded here, not when a first change builds what changes edit: until then each
         # chat's entity link would scan the float32 rows (at 2.1 million entities 144 ms
-        # and 3.2 GB of pages, against 41 ms from the codes; the coding takes 4-5 s).
+        # and 3.2 GB of pages, against 41 ms from the codes; coding them 5.4-6.0 s).
         node_vectors = VectorRows.stacked(nodes, Int8Rows.of(nodes))
         edge_vectors = VectorRows(_mapped(folder, meta["id"], "triples"), edge_rows)
         if len(node_vectors) != len(meta["node_keys"]) or (
