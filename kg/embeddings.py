@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from kg.file_matrix import take_rows
 from kg.int8_rows import FLOAT_SLACK, Int8Rows, estimate, gather
 
 SCORE_MARGIN = 1e-5
@@ -58,9 +59,11 @@ class RowMatrix:
     """Rows ``[0, len(base))`` in ``base``, the rest in ``tail``: a table's matrix.
 
     ``base`` is what a start adopted as it was, read-only: a matrix the saved snapshot maps
-    from its file (``kg.snapshot_file``), so the vectors stay on the page cache, paged in
-    as queries touch them, instead of in the process's own memory (780 MiB at 323,000
-    triples). ``tail`` holds the rows written since, in memory.
+    from its file (``kg.snapshot_file``), so the vectors stay on the page cache instead of
+    in the process's own memory (780 MiB at 323,000 triples). The rows a query asks for
+    are read from that file (``kg.file_matrix``), not through the mapping, which kept
+    every page they touched in the process's RSS. ``tail`` holds the rows written since,
+    in memory.
 
     ``codes``, where the table keeps them, are the int8 codes of ``base``'s rows and of
     ``tail``'s (``kg.int8_rows``): a scan of every row reads those instead.
@@ -87,16 +90,17 @@ class RowMatrix:
         return len(self.base) + len(self.tail)
 
     def __getitem__(self, rows: Any) -> np.ndarray:
-        """A new array with ``rows`` (an index array), from either part."""
+        """A new array with ``rows`` (an index array), from either part (a mapped part's
+        rows with file reads: ``kg.file_matrix.take_rows``)."""
         rows = np.asarray(rows, dtype=np.int64)
         split = len(self.base)
         if not split:
-            return self.tail[rows]
+            return take_rows(self.tail, rows)
         if not len(self.tail):
-            return np.asarray(self.base[rows])
+            return take_rows(self.base, rows)
         out = np.empty((*rows.shape, self.shape[1]), np.float32)
         low = rows < split
-        out[low] = self.base[rows[low]]
+        out[low] = take_rows(self.base, rows[low])
         out[~low] = self.tail[rows[~low] - split]
         return out
 

@@ -25,6 +25,8 @@ from collections.abc import Iterator, Sequence
 import numkong
 import numpy as np
 
+from kg.file_matrix import FileMatrix
+
 FLOAT_SLACK = 1e-4
 """Covers float32 arithmetic: an exact score summed in float32 (384 terms, at most 2.3e-5
 off for unit vectors) and the float32 products that scale an integer dot product."""
@@ -57,9 +59,9 @@ class Int8Rows:
 
     @classmethod
     def of(cls, matrix: np.ndarray) -> Int8Rows:
-        """The codes of every row of ``matrix``, a block at a time. A matrix mapped from a
-        whole ``.npy`` file is read with file reads, not through the mapping, so that the
-        pages read stay out of the process's RSS (3.2 GB at 2 million rows)."""
+        """The codes of every row of ``matrix``, a block at a time. A ``FileMatrix`` is
+        read with file reads, not through its mapping, so that the pages read stay out of
+        the process's RSS (3.2 GB at 2 million rows)."""
         coded = cls.zeros(*matrix.shape)
         start = 0
         for block in _blocks(matrix):
@@ -155,38 +157,9 @@ def _code(block: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, float]:
 
 
 def _blocks(matrix: np.ndarray) -> Iterator[np.ndarray]:
-    """``matrix`` a block of rows at a time: from its file where it maps a whole ``.npy``."""
-    path = getattr(matrix, "filename", None)
-    if isinstance(matrix, np.memmap) and path is not None and _maps_whole_file(matrix):
-        row_bytes = matrix.shape[1] * matrix.dtype.itemsize
-        with open(path, "rb") as file:
-            for start in range(0, len(matrix), _BLOCK_ROWS):
-                rows = min(_BLOCK_ROWS, len(matrix) - start)
-                file.seek(matrix.offset + start * row_bytes)
-                data = np.fromfile(file, matrix.dtype, rows * matrix.shape[1])
-                yield data.reshape(rows, matrix.shape[1])
+    """``matrix`` a block of rows at a time: from its file where it is a ``FileMatrix``."""
+    if isinstance(matrix, FileMatrix) and matrix.reads_file:
+        yield from matrix.blocks(_BLOCK_ROWS)
         return
     for start in range(0, len(matrix), _BLOCK_ROWS):
         yield np.asarray(matrix[start : start + _BLOCK_ROWS])
-
-
-def _maps_whole_file(matrix: np.memmap) -> bool:
-    """Whether ``matrix`` is a whole ``.npy`` file's array (a slice of one keeps the file's
-    name and offset, so both are checked against the file's header)."""
-    try:
-        with open(str(matrix.filename), "rb") as file:
-            major, _ = np.lib.format.read_magic(file)
-            read_header = (
-                np.lib.format.read_array_header_1_0
-                if major == 1
-                else np.lib.format.read_array_header_2_0
-            )
-            shape, fortran, dtype = read_header(file)
-            offset = file.tell()
-    except (OSError, ValueError):
-        return False
-    return (
-        (tuple(shape), fortran, np.dtype(dtype)) == (matrix.shape, False, matrix.dtype)
-        and offset == matrix.offset
-        and matrix.flags.c_contiguous
-    )

@@ -66,6 +66,7 @@ DEFAULT_WEIGHTS = PathWeights()
 def rank_paths(
     snap: GraphSnapshot,
     candidates: np.ndarray,
+    vectors: np.ndarray,
     relevance: np.ndarray,
     intent: RelationIntent,
     seeds: list[int],
@@ -76,7 +77,8 @@ def rank_paths(
 ) -> list[tuple[float, int]]:
     """Up to ``max_triples`` (score, edge) chosen greedily, best first; one edge per fact,
     none under ``min_score``. ``seeds``: every node the question linked to (``named`` and
-    its passages' entities); ``named``: the nodes the question itself names."""
+    its passages' entities); ``named``: the nodes the question itself names; ``vectors``:
+    the candidates' triple vectors, as the relevance was scored from."""
     matches = np.zeros(candidates.size, dtype=bool)
     if intent:
         predicates = [snap.edge_predicate[int(e)] for e in candidates]
@@ -88,9 +90,9 @@ def rank_paths(
     # names the relation asked for.
     keep = np.flatnonzero((relevance + weights.intent_bonus * matches >= min_score) | matches)
     candidates, relevance, matches = candidates[keep], relevance[keep], matches[keep]
+    vectors = vectors[keep]
     subjects, objects = snap.edge_subject[candidates], snap.edge_object[candidates]
     groups = snap.edge_group[candidates]
-    vectors = snap.edge_vectors[candidates]
     reached = np.zeros(len(snap.node_keys), dtype=bool)
     reached[np.asarray(seeds, dtype=np.int64)] = True
     # Ends a path has gone on from: the question's own entities are its start.

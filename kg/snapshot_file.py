@@ -35,6 +35,7 @@ import numpy as np
 from durable import TEMP_SUFFIX, atomic_write
 from kg.edge_lists import ChunkIndex
 from kg.embeddings import EmbeddingTable, RowMatrix, VectorRows
+from kg.file_matrix import FileMatrix
 from kg.graph_file import GRAPH_DB_FILE, Vectors
 from kg.index import EDGE_LISTS, GraphSnapshot
 from kg.int8_rows import Int8Rows
@@ -225,12 +226,10 @@ def _write_gathered(matrix: RowMatrix, rows: np.ndarray, out: IO[bytes]) -> None
         out.write(matrix[rows[start : start + _BLOCK_ROWS]].astype("<f4").tobytes())
 
 
-def _mapped(folder: Path, snapshot_id: str, kind: str) -> np.ndarray:
-    """A vector file of the snapshot, mapped read-only (float32 rows)."""
-    matrix = np.load(folder / VECTOR_FILE.format(id=snapshot_id, kind=kind), mmap_mode="r")
-    if matrix.dtype != np.float32 or matrix.ndim != 2:
-        raise ValueError(f"{kind} vectors: {matrix.dtype} {matrix.shape}")
-    return matrix
+def _mapped(folder: Path, snapshot_id: str, kind: str) -> FileMatrix:
+    """A vector file of the snapshot, mapped read-only (float32 rows); the rows a query
+    asks for are read from the file, not through the mapping (``kg.file_matrix``)."""
+    return FileMatrix.open(folder / VECTOR_FILE.format(id=snapshot_id, kind=kind))
 
 
 def table_vectors(snapshot: GraphSnapshot) -> tuple[Vectors, Vectors]:

@@ -130,11 +130,13 @@ class SubgraphSelector:
         question_embedding: np.ndarray,
         passages: Sequence[PassageLike] = (),
         max_triples: int = 3,
+        snap: GraphSnapshot | None = None,
     ) -> tuple[list[ScoredTriple], frozenset[str]]:
         """``select``'s triples, and the keys of the entities they join. A new triple can
         change the choice only by being chosen: by its score (at most its cosine plus
-        ``max_gain``), or, path-aware, by continuing from one of these entities."""
-        snap = self._graph.snapshot
+        ``max_gain``), or, path-aware, by continuing from one of these entities. ``snap``:
+        the graph's current snapshot unless given."""
+        snap = snap if snap is not None else self._graph.snapshot
         if max_triples <= 0 or snap.edge_count == 0:
             return [], frozenset()
         query = normalize_rows(question_embedding)[0]
@@ -145,11 +147,14 @@ class SubgraphSelector:
         if self.path_weights is None:
             ranked = self._rank(snap, query, candidates, linked.passage_edges, max_triples)
         else:
-            relevance = self._relevance(snap, query, candidates, linked.passage_edges)
+            # Read once: at 1M chunks these are ~2,000 rows of a 5 GB file, a question.
+            vectors = snap.edge_vectors[candidates]
+            relevance = self._relevance(vectors, query, candidates, linked.passage_edges)
             named = [w for n in linked.lexical for w in snap.node_keys[n].split()]
             ranked = rank_paths(
                 snap,
                 candidates,
+                vectors,
                 relevance,
                 RelationIntent(self.normalizer, question, named),
                 linked.seeds(),
@@ -242,13 +247,14 @@ class SubgraphSelector:
 
     def _relevance(
         self,
-        snap: GraphSnapshot,
+        vectors: np.ndarray,
         query: np.ndarray,
         candidates: np.ndarray,
         passage_edges: np.ndarray,
     ) -> np.ndarray:
-        """Cosine to the question, plus the boost for edges of the retrieved passages."""
-        scores = dot_rows(snap.edge_vectors[candidates], query).astype(np.float64)
+        """Cosine to the question (``vectors``: the candidates'), plus the boost for edges
+        of the retrieved passages."""
+        scores = dot_rows(vectors, query).astype(np.float64)
         if passage_edges.size and self.passage_boost:
             scores += self.passage_boost * np.isin(candidates, passage_edges)
         return scores
@@ -262,7 +268,8 @@ class SubgraphSelector:
         max_triples: int,
     ) -> list[tuple[float, int]]:
         """The best ``max_triples`` (score, edge) by score alone, one edge per fact."""
-        scores = np.round(self._relevance(snap, query, candidates, passage_edges), SCORE_DECIMALS)
+        relevance = self._relevance(snap.edge_vectors[candidates], query, candidates, passage_edges)
+        scores = np.round(relevance, SCORE_DECIMALS)
         keep = np.flatnonzero(scores >= self.min_score)
         candidates, scores = candidates[keep], scores[keep]
         # Sorting all candidates in Python would cost ~1 ms; a short list of the best (plus

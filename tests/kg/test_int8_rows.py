@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from kg.embeddings import EmbeddingTable, VectorRows, dot_rows, normalize_rows
+from kg.file_matrix import FileMatrix
 from kg.int8_rows import Int8Rows, _blocks, estimate, gather
 
 DIM = 48
@@ -152,7 +153,7 @@ def test_a_mapped_file_is_coded_from_file_reads_and_a_slice_through_its_mapping(
 ) -> None:
     rows = _rows(np.random.default_rng(5), 200)
     np.save(tmp_path / "m.npy", rows)
-    mapped = np.load(tmp_path / "m.npy", mmap_mode="r")
+    mapped = FileMatrix.open(tmp_path / "m.npy")
     for matrix in (mapped, mapped[10:], mapped[:7]):
         read = np.concatenate(list(_blocks(matrix)))
         np.testing.assert_array_equal(read, np.asarray(matrix))

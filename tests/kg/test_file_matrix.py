@@ -1,0 +1,150 @@
+"""Rows of a mapped vector file read from the file (``kg.file_matrix``): the same values
+as the mapping gives, and no page of the file mapped into the process."""
+
+from __future__ import annotations
+
+import gc
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kg.embeddings import EmbeddingTable, RowMatrix
+from kg.file_matrix import FileMatrix, take_rows
+from kg.int8_rows import Int8Rows
+
+SMAPS = Path("/proc/self/smaps")
+
+
+def mapped_kib(path: Path) -> int:
+    """KiB of ``path``'s pages mapped into this process now (its mappings' ``Rss``)."""
+    total, inside = 0, False
+    for line in SMAPS.read_text().splitlines():
+        head = line.split(maxsplit=5)
+        if len(head) >= 5 and "-" in head[0] and ":" in head[3]:  # a mapping's first line
+            inside = len(head) == 6 and head[5].removesuffix(" (deleted)") == str(path)
+        elif inside and line.startswith("Rss:"):
+            total += int(line.split()[1])
+    return total
+
+
+needs_smaps = pytest.mark.skipif(not SMAPS.exists(), reason="needs /proc/self/smaps")
+
+
+@pytest.fixture()
+def saved_rows(tmp_path: Path) -> tuple[Path, np.ndarray]:
+    """A 1,000 x 96 float32 matrix saved to a ``.npy`` file (375 KiB)."""
+    rows = np.random.default_rng(7).normal(size=(1000, 96)).astype(np.float32)
+    path = tmp_path / "rows.npy"
+    np.save(path, rows)
+    return path, rows
+
+
+@pytest.mark.parametrize(
+    "index",
+    [
+        [5, 900, 3, 3, 999, 0],  # scattered, repeated, unsorted
+        list(range(100, 400)),  # one run
+        [*range(10, 20), 40, *range(41, 45), 2],  # runs and single rows
+        [-1, -1000],  # from the end, as numpy counts
+        [],
+        [[1, 2], [3, 4]],  # any shape, as numpy's
+    ],
+)
+def test_rows_read_from_the_file_are_the_mapping_s(
+    saved_rows: tuple[Path, np.ndarray], index: list[int]
+) -> None:
+    path, rows = saved_rows
+    matrix = FileMatrix.open(path)
+    got = matrix.rows(np.array(index, dtype=np.int64))
+    np.testing.assert_array_equal(got, rows[np.array(index, dtype=np.int64)])
+    assert type(got) is np.ndarray and got.flags.writeable
+
+
+def test_rows_out_of_range_are_an_index_error(saved_rows: tuple[Path, np.ndarray]) -> None:
+    matrix = FileMatrix.open(saved_rows[0])
+    for bad in ([1000], [-1001]):
+        with pytest.raises(IndexError, match="out of range"):
+            matrix.rows(np.array(bad))
+
+
+@needs_smaps
+def test_reading_rows_maps_no_page_of_the_file(saved_rows: tuple[Path, np.ndarray]) -> None:
+    """What a selection at 1M chunks needs: its rows read, the file's pages not in RSS.
+    The same rows through the mapping do map pages (so the measure can see them)."""
+    path, rows = saved_rows
+    matrix = FileMatrix.open(path)
+    picked = np.random.default_rng(1).choice(len(rows), 300, replace=False)
+    table = RowMatrix(matrix, np.zeros((2, 96), np.float32))  # as a table adopts it
+    np.testing.assert_array_equal(table[picked], rows[picked])
+    np.testing.assert_array_equal(take_rows(matrix, picked), rows[picked])
+    np.testing.assert_array_equal(np.concatenate(list(matrix.blocks(64))), rows)
+    Int8Rows.of(matrix)
+    assert mapped_kib(path) == 0
+    np.asarray(matrix[:][picked])  # a view reads through the mapping
+    assert mapped_kib(path) > 0
+
+
+def test_a_view_reads_through_the_mapping(
+    saved_rows: tuple[Path, np.ndarray],
+) -> None:
+    path, rows = saved_rows
+    matrix = FileMatrix.open(path)
+    assert matrix.reads_file
+    for derived in (matrix[10:], matrix[:], matrix.view(FileMatrix)):
+        assert isinstance(derived, FileMatrix) and not derived.reads_file
+    view = matrix[10:]
+    np.testing.assert_array_equal(take_rows(view, np.array([0, 5])), rows[[10, 15]])
+    assert isinstance(view, FileMatrix)
+    with pytest.raises(ValueError, match="reads through its mapping"):
+        view.rows(np.array([0]))
+
+
+def test_a_removed_file_is_still_read_and_closed_with_its_matrix(
+    saved_rows: tuple[Path, np.ndarray],
+) -> None:
+    """A newer snapshot removes the files of the one before while tables still read
+    them; the file stays open as long as its matrix lives, and no longer."""
+    path, rows = saved_rows
+    matrix = FileMatrix.open(path)
+    fd = matrix._fd
+    assert fd is not None
+    path.unlink()
+    np.testing.assert_array_equal(matrix.rows(np.array([7, 999])), rows[[7, 999]])
+    del matrix
+    gc.collect()
+    with pytest.raises(OSError):
+        os.fstat(fd)
+
+
+def test_a_file_cut_short_after_it_was_opened_is_an_os_error(
+    saved_rows: tuple[Path, np.ndarray],
+) -> None:
+    path, _ = saved_rows
+    matrix = FileMatrix.open(path)
+    with open(path, "r+b") as file:
+        file.truncate(path.stat().st_size - 96 * 4 * 10)  # the last ten rows
+    np.testing.assert_array_equal(matrix.rows(np.array([0])).shape, (1, 96))
+    with pytest.raises(OSError, match="ends before its rows"):
+        matrix.rows(np.array([995]))
+
+
+@pytest.mark.parametrize(
+    "content",
+    [np.zeros((4, 3), np.float64), np.zeros(12, np.float32), np.zeros((3, 4), np.float32).T],
+)
+def test_only_a_c_ordered_float32_matrix_opens(tmp_path: Path, content: np.ndarray) -> None:
+    path = tmp_path / "other.npy"
+    np.save(path, content)
+    with pytest.raises(ValueError, match="not float32 rows"):
+        FileMatrix.open(path)
+
+
+def test_a_table_adopts_it_as_its_read_only_base(saved_rows: tuple[Path, np.ndarray]) -> None:
+    path, rows = saved_rows
+    table = EmbeddingTable.adopt([f"k{i}" for i in range(len(rows))], FileMatrix.open(path))
+    table.add(["new"], rows[:1] * 2)
+    assert isinstance(table.matrix.base, FileMatrix) and table.matrix.base.reads_file
+    expected = np.stack([rows[3], rows[0] * 2, rows[999]])
+    np.testing.assert_array_equal(table.gather(["k3", "new", "k999"]), expected)
