@@ -11,8 +11,13 @@ readahead, not fault-around (measured: the same RSS).
 Read with ``pread``, the same rows come from the same page cache and nothing is mapped.
 It costs about 2.5 µs a row on the 2-core host (5 ms for 2,000 random rows, against
 1.3-2.2 ms through a mapping whose pages are already in); rows in a run (a save's
-blocks, a coding pass) are read by one call each. The file is opened when the matrix is,
-so a file removed later (a newer snapshot replaces it) is still read, as its mapping is.
+blocks, a coding pass) are read by one call each. Scattered rows are announced first
+(``POSIX_FADV_WILLNEED``), so that those not in the page cache are read from the disk
+side by side: 2,000 rows of a file out of the cache took 26 ms so, 112 ms one read
+after another. (A mapping's first fault on a file out of the cache read 128 KiB around
+each row: 3.3 s for the first 2,000 rows, 8.7 ms a question after that.) The file is
+opened when the matrix is, so a file removed later (a newer snapshot replaces it) is
+still read, as its mapping is.
 
 Only the object ``open`` returns reads from the file: a slice or a view of it reads
 through the mapping, as any ``np.memmap`` does.
@@ -73,7 +78,10 @@ class FileMatrix(np.memmap):
         bounds = np.flatnonzero(np.diff(flat) != 1) + 1
         starts = [0, *bounds.tolist()]
         stops = [*bounds.tolist(), flat.size]
-        for start, stop, row in zip(starts, stops, flat[starts].tolist(), strict=True):
+        runs = list(zip(starts, stops, flat[starts].tolist(), strict=True))
+        if len(runs) > 1:
+            self._advise(runs, row_bytes)
+        for start, stop, row in runs:
             self._read(view[start * row_bytes : stop * row_bytes], row * row_bytes)
         return out.reshape(*rows.shape, dim)
 
@@ -81,6 +89,16 @@ class FileMatrix(np.memmap):
         """Every row, in order, ``block_rows`` at a time, from file reads."""
         for start in range(0, len(self), block_rows):
             yield self.rows(np.arange(start, min(start + block_rows, len(self))))
+
+    def _advise(self, runs: list[tuple[int, int, int]], row_bytes: int) -> None:
+        """Ask for every run before reading any: the kernel reads the pages not in the
+        page cache side by side, where each read would otherwise wait for its own
+        (2,000 scattered rows of a file out of the cache: 26 ms, against 112 ms)."""
+        if self._fd is None or not hasattr(os, "posix_fadvise"):
+            return
+        for start, stop, row in runs:
+            at = self._data_offset + row * row_bytes
+            os.posix_fadvise(self._fd, at, (stop - start) * row_bytes, os.POSIX_FADV_WILLNEED)
 
     def _read(self, into: memoryview, at: int) -> None:
         if self._fd is None:

@@ -148,3 +148,38 @@ def test_a_table_adopts_it_as_its_read_only_base(saved_rows: tuple[Path, np.ndar
     assert isinstance(table.matrix.base, FileMatrix) and table.matrix.base.reads_file
     expected = np.stack([rows[3], rows[0] * 2, rows[999]])
     np.testing.assert_array_equal(table.gather(["k3", "new", "k999"]), expected)
+
+
+def test_scattered_rows_are_all_announced_before_the_first_read(
+    saved_rows: tuple[Path, np.ndarray], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """So the kernel reads those out of the page cache side by side; a single run is
+    read by one call, unannounced (the kernel reads ahead on its own)."""
+    if not hasattr(os, "posix_fadvise"):
+        pytest.skip("no posix_fadvise here")
+    path, rows = saved_rows
+    matrix = FileMatrix.open(path)
+    calls: list[tuple[str, int, int]] = []
+    advise, read = os.posix_fadvise, os.preadv
+
+    def advising(fd: int, offset: int, length: int, advice: int) -> None:
+        assert advice == os.POSIX_FADV_WILLNEED
+        calls.append(("advise", offset, length))
+        advise(fd, offset, length, advice)
+
+    def reading(fd: int, buffers: list[memoryview], offset: int) -> int:
+        calls.append(("read", offset, sum(len(b) for b in buffers)))
+        return read(fd, buffers, offset)
+
+    monkeypatch.setattr(os, "posix_fadvise", advising)
+    monkeypatch.setattr(os, "preadv", reading)
+    index = np.array([900, 3, 4, 5, 40])
+    np.testing.assert_array_equal(matrix.rows(index), rows[index])
+    row = 96 * 4
+    spans = [
+        (matrix.offset + first * row, count * row) for first, count in [(900, 1), (3, 3), (40, 1)]
+    ]
+    assert calls == [("advise", *span) for span in spans] + [("read", *span) for span in spans]
+    calls.clear()
+    matrix.rows(np.arange(10, 20))
+    assert calls == [("read", matrix.offset + 10 * row, 10 * row)]
