@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import kg.file_matrix
 from kg.embeddings import EmbeddingTable, RowMatrix
 from kg.file_matrix import FileMatrix, take_rows
 from kg.int8_rows import Int8Rows
@@ -160,19 +161,19 @@ def test_scattered_rows_are_all_announced_before_the_first_read(
     path, rows = saved_rows
     matrix = FileMatrix.open(path)
     calls: list[tuple[str, int, int]] = []
-    advise, read = os.posix_fadvise, os.preadv
+    advise, read = os.posix_fadvise, os.pread
 
     def advising(fd: int, offset: int, length: int, advice: int) -> None:
         assert advice == os.POSIX_FADV_WILLNEED
         calls.append(("advise", offset, length))
         advise(fd, offset, length, advice)
 
-    def reading(fd: int, buffers: list[memoryview], offset: int) -> int:
-        calls.append(("read", offset, sum(len(b) for b in buffers)))
-        return read(fd, buffers, offset)
+    def reading(fd: int, size: int, offset: int) -> bytes:
+        calls.append(("read", offset, size))
+        return read(fd, size, offset)
 
     monkeypatch.setattr(os, "posix_fadvise", advising)
-    monkeypatch.setattr(os, "preadv", reading)
+    monkeypatch.setattr(os, "pread", reading)
     index = np.array([900, 3, 4, 5, 40])
     np.testing.assert_array_equal(matrix.rows(index), rows[index])
     row = 96 * 4
@@ -183,3 +184,12 @@ def test_scattered_rows_are_all_announced_before_the_first_read(
     calls.clear()
     matrix.rows(np.arange(10, 20))
     assert calls == [("read", matrix.offset + 10 * row, 10 * row)]
+
+
+def test_a_long_run_is_read_in_pieces(
+    saved_rows: tuple[Path, np.ndarray], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One read returns at most 2 GiB: a run is read ``_MAX_READ`` bytes at a time."""
+    path, rows = saved_rows
+    monkeypatch.setattr(kg.file_matrix, "_MAX_READ", 1000)  # not a whole row
+    np.testing.assert_array_equal(FileMatrix.open(path).rows(np.arange(2, 900)), rows[2:900])
