@@ -18,7 +18,8 @@ against one reading them through its mapping (``kg.file_matrix``). The service's
 start is ``bench.scale_startup``; this isolates the graph, whose memory is what the 1M
 target misses on.
 
-Run: ``.venv/bin/python -m bench.kg_memory [--chunks 100000] [--changes 3] [--queries 200]``
+Run: ``.venv/bin/python -m bench.kg_memory [--chunks 100000] [--changes 3] [--queries 200]
+[--after-crash]``
 """
 
 from __future__ import annotations
@@ -38,8 +39,9 @@ import numpy as np
 from bench.kg_subgraph import RandomEmbedder, make_questions
 from bench.paths import REPO, bench_dir
 from bench.scale_startup import build_graph, rss_mib
-from kg import KnowledgeGraph, SubgraphSelector, Triple
+from kg import KnowledgeGraph, SubgraphSelector, Triple, snapshot_file
 from kg.embeddings import RowMatrix, VectorRows, normalize_rows
+from kg.file_matrix import FileMatrix
 from kg.paths import DEFAULT_WEIGHTS
 
 CHUNKS_PER_DOCUMENT = 10
@@ -52,6 +54,8 @@ class GraphMemory:
     chunks: int
     triples: int
     entities: int
+    from_snapshot: bool
+    mapped_at_load: bool
     load_s: float
     loaded_mib: int
     prepare_s: float
@@ -73,9 +77,15 @@ class GraphMemory:
     select_mapped_p50_ms: float
 
 
-def measure(folder: Path, changes: int, queries: int) -> dict[str, object]:
+def measure(
+    folder: Path, changes: int, queries: int, after_crash: bool = False
+) -> dict[str, object]:
     """Load, prepare and change the graph at ``folder`` in this process (a fresh one),
-    then select facts for ``queries`` questions."""
+    then select facts for ``queries`` questions. ``after_crash``: the saved snapshot is
+    removed first, so the load reads every row and vector as a start after a crash does."""
+    if after_crash:
+        snapshot_file.discard(folder)
+    from_snapshot = (folder / snapshot_file.FILE).exists()
     gc.collect()
     own = rss_mib(os.getpid())
     own_anon = rss_mib(os.getpid(), "RssAnon")
@@ -84,7 +94,9 @@ def measure(folder: Path, changes: int, queries: int) -> dict[str, object]:
     graph.load(prepare=False)  # the service's way: the first change builds the rest
     load_s = time.perf_counter() - started
     if graph.snapshot.node_vectors.matrix.codes is None:
-        raise RuntimeError("the snapshot read back has no int8 codes for its entities")
+        raise RuntimeError("the loaded snapshot has no int8 codes for its entities")
+    edges = graph.snapshot.edge_vectors.matrix
+    mapped_at_load = any(isinstance(part, FileMatrix) for part in (edges.base, edges.tail))
     gc.collect()
     loaded = rss_mib(os.getpid()) - own
     loaded_anon = rss_mib(os.getpid(), "RssAnon") - own_anon
@@ -117,6 +129,8 @@ def measure(folder: Path, changes: int, queries: int) -> dict[str, object]:
     return {
         "triples": counts[0],
         "entities": counts[1],
+        "from_snapshot": from_snapshot,
+        "mapped_at_load": mapped_at_load,
         "load_s": round(load_s, 2),
         "loaded_mib": loaded,
         "prepare_s": round(prepare_s, 2),
@@ -215,8 +229,9 @@ def _without_codes(matrix: RowMatrix) -> RowMatrix:
     return RowMatrix(matrix.base, matrix.tail)
 
 
-def run(chunks: int, changes: int, queries: int = 200) -> GraphMemory:
-    """Build the graph for ``chunks`` chunks, save it cleanly, measure it in a child."""
+def run(chunks: int, changes: int, queries: int = 200, after_crash: bool = False) -> GraphMemory:
+    """Build the graph for ``chunks`` chunks, save it cleanly, measure it in a child
+    (``after_crash``: without the saved snapshot)."""
     documents = {
         f"doc-{i}": (f"hash-{i}", CHUNKS_PER_DOCUMENT)
         for i in range(max(1, chunks // CHUNKS_PER_DOCUMENT))
@@ -225,7 +240,8 @@ def run(chunks: int, changes: int, queries: int = 200) -> GraphMemory:
         build_graph(work, documents, keep_snapshot=True)
         command = [sys.executable, "-m", "bench.kg_memory", "--measure", str(work / "kg")]
         child = subprocess.run(
-            [*command, "--changes", str(changes), "--queries", str(queries)],
+            [*command, "--changes", str(changes), "--queries", str(queries)]
+            + (["--after-crash"] if after_crash else []),
             cwd=REPO,
             check=True,
             capture_output=True,
@@ -239,12 +255,17 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=100_000)
     parser.add_argument("--changes", type=int, default=3)
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument(
+        "--after-crash", action="store_true", help="start without the saved snapshot"
+    )
     parser.add_argument("--measure", type=Path, help=argparse.SUPPRESS)  # the child's part
     args = parser.parse_args()
     if args.measure:
-        print(json.dumps(measure(args.measure, args.changes, args.queries)), flush=True)
+        measured = measure(args.measure, args.changes, args.queries, args.after_crash)
+        print(json.dumps(measured), flush=True)
     else:
-        print(json.dumps(asdict(run(args.chunks, args.changes, args.queries))), flush=True)
+        result = run(args.chunks, args.changes, args.queries, args.after_crash)
+        print(json.dumps(asdict(result)), flush=True)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ import json
 import logging
 import sqlite3
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,6 +56,7 @@ _LEGACY_FILES = (
 )
 
 NODE, TRIPLE = "node", "triple"
+_VECTOR_BLOCK_ROWS = 16_384
 
 #: The write-ahead log is cut back to this after a checkpoint; a whole-graph write
 #: (``replace``) checkpoints at once, or its log would stay as large as the graph.
@@ -156,6 +157,12 @@ class Vectors:
         return cls(present, table.gather(present)) if present else cls()
 
 
+VectorSink = Callable[[str, int, Iterator[tuple[list[str], np.ndarray]]], Vectors]
+"""Takes a kind's vectors as the graph's file reads them (the kind, their count, blocks of
+keys and rows in key order) and returns them as ``Vectors``: ``in_memory``, or files
+(``kg.snapshot_file.file_sink``)."""
+
+
 @dataclass
 class GraphChange:
     """What one change writes. The ``replaced`` documents' edges are deleted first, then
@@ -202,10 +209,12 @@ class GraphFile:
                 self._db.close()
                 self._db = None
 
-    def read(self, legacy: Any = None, vectors: bool = True) -> GraphRows:
-        """Every row (without ``vectors``, none of the vectors). A folder of the old
-        layout is first moved in (``legacy`` reads its graph file and returns
-        ``GraphRows``)."""
+    def read(
+        self, legacy: Any = None, vectors: bool = True, sink: VectorSink | None = None
+    ) -> GraphRows:
+        """Every row (without ``vectors``, none of the vectors; with a ``sink``, the
+        vectors as it keeps them, else in memory). A folder of the old layout is first
+        moved in (``legacy`` reads its graph file and returns ``GraphRows``)."""
         with self._lock:
             db = self._connection()
             known = db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
@@ -221,7 +230,7 @@ class GraphFile:
                     GRAPH_DB_FILE,
                 )
             self._retire_legacy()
-            return self._read_all(db, vectors)
+            return self._read_all(db, vectors, sink or in_memory)
 
     def write(self, change: GraphChange) -> None:
         """Apply one change in one transaction."""
@@ -326,7 +335,9 @@ class GraphFile:
         )
 
     @staticmethod
-    def _read_all(db: sqlite3.Connection, with_vectors: bool = True) -> GraphRows:
+    def _read_all(
+        db: sqlite3.Connection, with_vectors: bool = True, sink: VectorSink | None = None
+    ) -> GraphRows:
         try:
             edges = [
                 EdgeRow.stored(row)
@@ -337,7 +348,7 @@ class GraphFile:
             ]
             nodes = {shared(k): shared(n) for k, n in db.execute("SELECT key, name FROM nodes")}
             vectors = {
-                kind: _read_vectors(db, kind) if with_vectors else Vectors()
+                kind: _read_vectors(db, kind, sink or in_memory) if with_vectors else Vectors()
                 for kind in (NODE, TRIPLE)
             }
             versions = dict(db.execute("SELECT doc_id, version FROM documents"))
@@ -360,23 +371,33 @@ class GraphFile:
                 old.replace(old.with_name(name + MIGRATED_SUFFIX))
 
 
-def _read_vectors(db: sqlite3.Connection, kind: str) -> Vectors:
-    """Every vector of ``kind``, read row by row into one matrix the graph can adopt as
-    it is (joining the blobs first, then copying them into the graph's table, cost a
-    start 3.5 s at 532,000 vectors)."""
+def _read_vectors(db: sqlite3.Connection, kind: str, sink: VectorSink) -> Vectors:
+    """Every vector of ``kind``, in key order, handed to ``sink`` a block at a time."""
     (count,) = db.execute("SELECT COUNT(*) FROM vectors WHERE kind = ?", (kind,)).fetchone()
     if not count:
         return Vectors()
     rows = db.execute("SELECT key, vector FROM vectors WHERE kind = ? ORDER BY key", (kind,))
+    return sink(kind, count, _vector_blocks(rows))
+
+
+def _vector_blocks(rows: sqlite3.Cursor) -> Iterator[tuple[list[str], np.ndarray]]:
+    while batch := rows.fetchmany(_VECTOR_BLOCK_ROWS):
+        keys = [key for key, _ in batch]
+        matrix = np.frombuffer(b"".join(blob for _, blob in batch), dtype="<f4")
+        yield keys, matrix.reshape(len(batch), -1).astype(np.float32, copy=False)
+
+
+def in_memory(kind: str, count: int, blocks: Iterator[tuple[list[str], np.ndarray]]) -> Vectors:
+    """The default ``VectorSink``: one matrix in memory the graph can adopt as it is
+    (joining every blob first, then copying them into the graph's table, cost a start
+    3.5 s at 532,000 vectors)."""
     keys: list[str] = []
-    matrix: np.ndarray | None = None
-    for i, (key, blob) in enumerate(rows):
-        vector = np.frombuffer(blob, dtype="<f4")
-        if matrix is None:
-            matrix = np.empty((count, len(vector)), dtype=np.float32)
-        keys.append(key)
-        matrix[i] = vector
-    assert matrix is not None
+    matrix = np.zeros((0, 0), np.float32)
+    for block_keys, block in blocks:
+        if not keys:
+            matrix = np.empty((count, block.shape[1]), dtype=np.float32)
+        matrix[len(keys) : len(keys) + len(block)] = block
+        keys.extend(block_keys)
     return Vectors(keys, matrix[: len(keys)])
 
 

@@ -22,9 +22,11 @@ builds from the rows as before.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import uuid
+from collections.abc import Iterator
 from dataclasses import fields
 from functools import partial
 from pathlib import Path
@@ -36,7 +38,7 @@ from durable import TEMP_SUFFIX, atomic_write
 from kg.edge_lists import ChunkIndex
 from kg.embeddings import EmbeddingTable, RowMatrix, VectorRows
 from kg.file_matrix import FileMatrix
-from kg.graph_file import GRAPH_DB_FILE, Vectors
+from kg.graph_file import GRAPH_DB_FILE, NODE, TRIPLE, GraphFile, GraphRows, Vectors, VectorSink
 from kg.index import EDGE_LISTS, GraphSnapshot
 from kg.int8_rows import Int8Rows
 from kg.models import shared
@@ -49,6 +51,7 @@ FORMAT = 3
 _BLOCK_ROWS = 16_384
 #: The vector files of the snapshot with id ``id`` (``nodes`` or ``triples``).
 VECTOR_FILE = "snapshot-{id}-{kind}.npy"
+_KINDS = {NODE: "nodes", TRIPLE: "triples"}  # the graph file's kinds, as files name them
 _ARRAYS = (
     "edge_subject",
     "edge_object",
@@ -163,6 +166,51 @@ def map_tables(
         log.warning("knowledge graph: the vectors stay in memory: %s", exc)
         return None
     return mapped[0], mapped[1]
+
+
+def read_rows(
+    graph_file: GraphFile, folder: Path, legacy: Any = None, to_files: bool = True
+) -> GraphRows:
+    """Every row of ``graph_file``, its vectors written to vector files of no snapshot
+    and mapped (``file_sink``): a start after a crash held them all in memory until
+    what changes edit was built (8.2 GB at 1,000,000 chunks). Where the disk refuses
+    the files, or not ``to_files`` (a graph that writes nothing), into memory (the
+    first with a warning; ``map_tables`` tries again later)."""
+    if not to_files:
+        return graph_file.read(legacy=legacy)
+    _remove_vector_files(folder, keep=None)  # no snapshot is read: any are strays
+    try:
+        return graph_file.read(legacy=legacy, sink=file_sink(folder))
+    except (OSError, ValueError) as exc:
+        _remove_vector_files(folder, keep=None)
+        log.warning("knowledge graph: reading the vectors into memory: %s", exc)
+        return graph_file.read(legacy=legacy)
+
+
+def file_sink(folder: Path) -> VectorSink:
+    """A ``VectorSink`` that writes each kind's vectors to a vector file of its own
+    (named for no snapshot: the next write or save removes it; mapped, it stays
+    readable) a block at a time, and maps it."""
+    file_id = uuid.uuid4().hex[:16]
+
+    def write(kind: str, count: int, blocks: Iterator[tuple[list[str], np.ndarray]]) -> Vectors:
+        keys: list[str] = []
+        first_keys, first = next(blocks)
+        path = folder / VECTOR_FILE.format(id=file_id, kind=_KINDS[kind])
+
+        def body(out: IO[bytes]) -> None:
+            header = {"descr": "<f4", "fortran_order": False, "shape": (count, first.shape[1])}
+            np.lib.format.write_array_header_1_0(out, header)
+            for block_keys, block in itertools.chain([(first_keys, first)], blocks):
+                out.write(block.astype("<f4", copy=False).tobytes())
+                keys.extend(block_keys)
+            if len(keys) != count:
+                raise ValueError(f"{len(keys)} {kind} vectors read, {count} counted")
+
+        atomic_write(path, body)
+        return Vectors(keys, FileMatrix.open(path))
+
+    return write
 
 
 def load(folder: Path) -> tuple[GraphSnapshot, dict[str, str]] | None:

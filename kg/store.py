@@ -298,7 +298,9 @@ class KnowledgeGraph:
                 self._snapshot, self._versions = saved
                 self._unread = True
             else:
-                rows = self._file.read(legacy=read_legacy_folder)
+                rows = snapshot_file.read_rows(
+                    self._file, self._folder, read_legacy_folder, self._autosave
+                )
                 names = self._adopt(rows)
                 self._snapshot = GraphSnapshot.build_from(
                     edge_items(rows), names, self._node_vectors, self._triple_vectors
@@ -361,7 +363,9 @@ class KnowledgeGraph:
                 self._adopt(read)
             else:  # the file changed after the start (not through this graph)
                 log.warning("knowledge graph: the file changed since the start; re-indexing")
-                read = self._file.read(legacy=read_legacy_folder)
+                read = snapshot_file.read_rows(
+                    self._file, self._folder, read_legacy_folder, self._autosave
+                )
                 names = self._adopt(read)
                 self._snapshot = GraphSnapshot.build_from(
                     edge_items(read), names, self._node_vectors, self._triple_vectors

@@ -15,6 +15,7 @@ def test_a_small_graph_is_loaded_prepared_and_changed_in_a_child() -> None:
     assert measured.load_s > 0 and measured.prepare_s >= 0
     assert measured.peak_mib >= max(measured.loaded_mib, measured.prepared_mib) > 0
     # The vectors read back are mapped from the snapshot's files: part of the RSS only.
+    assert measured.from_snapshot and measured.mapped_at_load
     assert measured.loaded_anon_mib <= measured.loaded_mib
     assert measured.queries == 5 and measured.select_p99_ms >= measured.select_p50_ms > 0
     # The entity link from the codes and from the float32 scan chose the same entities.
@@ -22,3 +23,10 @@ def test_a_small_graph_is_loaded_prepared_and_changed_in_a_child() -> None:
     assert measured.link_candidates_max >= 1  # each question is near its own subject
     # The selections with rows read from the file and through the mapping chose alike.
     assert measured.select_file_p50_ms > 0 and measured.select_mapped_p50_ms > 0
+
+
+def test_after_a_crash_the_load_reads_the_rows_and_streams_the_vectors_to_files() -> None:
+    measured = run(chunks=100, changes=1, queries=2, after_crash=True)
+    assert not measured.from_snapshot and measured.entities > 0
+    assert measured.mapped_at_load  # kg.snapshot_file.read_rows
+    assert measured.select_file_p50_ms > 0

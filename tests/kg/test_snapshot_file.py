@@ -11,9 +11,11 @@ from typing import Any
 import numpy as np
 import pytest
 
+import kg.graph_file
 import kg.snapshot_file
 import kg.store
 from kg import EmbedFn, KnowledgeGraph
+from kg.file_matrix import FileMatrix
 from kg.graph_file import GraphFile, GraphRows
 from kg.int8_rows import Int8Rows
 from kg.snapshot_file import FILE, VECTOR_FILE
@@ -28,9 +30,11 @@ def rows_read(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Path, bool]]:
     calls: list[tuple[Path, bool]] = []
     read = GraphFile.read
 
-    def counting(self: GraphFile, legacy: Any = None, vectors: bool = True) -> GraphRows:
+    def counting(
+        self: GraphFile, legacy: Any = None, vectors: bool = True, sink: Any = None
+    ) -> GraphRows:
         calls.append((self._folder, vectors))
-        return read(self, legacy, vectors)
+        return read(self, legacy, vectors, sink)
 
     monkeypatch.setattr(GraphFile, "read", counting)
     return calls
@@ -320,6 +324,30 @@ def test_a_start_after_a_crash_moves_the_vectors_it_read_into_mapped_files(
     assert_same_snapshot(KnowledgeGraph(saved.folder, embed_fn).snapshot, saved.snapshot)
 
 
+def test_a_start_after_a_crash_streams_the_vectors_into_mapped_files(
+    saved: KnowledgeGraph,  # noqa: F811
+    embed_fn: EmbedFn,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The vectors go from the graph's file to vector files a block at a time, never
+    all in memory (8.2 GB at 1M chunks), before anything else is built; strays an
+    earlier start left (no snapshot names them) are removed first."""
+    stray = saved.folder / VECTOR_FILE.format(id="0123456789abcdef", kind="triples")
+    np.save(stray, np.zeros((2, 4), np.float32))
+    in_memory: list[str] = []
+    monkeypatch.setattr(kg.graph_file, "in_memory", lambda kind, *_: in_memory.append(kind))
+    monkeypatch.setattr(kg.graph_file, "_VECTOR_BLOCK_ROWS", 3)
+    crashed = KnowledgeGraph(saved.folder, embed_fn, load=False)
+    crashed.load(prepare=False)
+    assert in_memory == [] and not stray.exists()
+    files = sorted(saved.folder.glob(VECTOR_FILE.format(id="*", kind="*")))
+    assert [p.name.rsplit("-", 1)[1] for p in files] == ["nodes.npy", "triples.npy"]
+    for vectors in (crashed.snapshot.node_vectors, crashed.snapshot.edge_vectors):
+        assert isinstance(vectors.matrix.base, FileMatrix) and vectors.matrix.base.reads_file
+    assert_same_snapshot(crashed.snapshot, saved.snapshot)
+    assert_coded(crashed)
+
+
 def test_vectors_that_cannot_be_written_out_stay_in_memory(
     saved: KnowledgeGraph,  # noqa: F811
     embed_fn: EmbedFn,
@@ -337,6 +365,7 @@ def test_vectors_that_cannot_be_written_out_stay_in_memory(
         crashed = KnowledgeGraph(saved.folder, embed_fn, load=False)
         crashed.load(prepare=False)
         crashed.remove_documents(["paris"])  # builds what changes edit, in this thread
+    assert "reading the vectors into memory" in caplog.text
     assert "the vectors stay in memory" in caplog.text
     assert not isinstance(crashed.snapshot.node_vectors.matrix.tail, np.memmap)
     assert_coded(crashed)
