@@ -14,9 +14,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 
-from kg.graph_file import EdgeRow
 from kg.index import SnapshotChange
-from kg.models import Triple, triple_text
+from kg.models import EdgeRow, Triple
 from kg.normalize import EntityNormalizer, normalize_predicate
 
 #: A triple to file, with its subject, predicate and object keys.
@@ -70,7 +69,7 @@ class GraphEdits:
         text_refs: Counter[str] = Counter()
         for edge in edges:
             doc_edges.setdefault(edge.doc_id, []).append(edge)
-            text_refs[edge_text(edge)] += 1
+            text_refs[edge.text] += 1
         return cls(doc_edges, dict(names), text_refs)
 
     def edges(self) -> Iterable[EdgeRow]:
@@ -92,11 +91,7 @@ class GraphEdits:
         for ``GraphSnapshot.apply``."""
         return SnapshotChange(
             removed_docs=set(docs),
-            edges=[
-                (r.subject, r.object, r.key, r.attributes())
-                for doc_id in docs
-                for r in self.doc_edges.get(doc_id, [])
-            ],
+            edges=[r for doc_id in docs for r in self.doc_edges.get(doc_id, [])],
             names=self.names(touched),
             removed_nodes=removed_nodes,
         )
@@ -105,7 +100,7 @@ class GraphEdits:
         """Remove the document's edges; add texts no edge states any more to ``released``."""
         touched: set[str] = set()
         for row in self.doc_edges.pop(doc_id, []):
-            text = edge_text(row)
+            text = row.text
             if self._release_text(text):
                 released.add(text)
             touched.update((row.subject, row.object))
@@ -179,8 +174,3 @@ class GraphEdits:
             del self.text_refs[text]
             return True
         return False
-
-
-def edge_text(row: EdgeRow) -> str:
-    """The triple text an edge states (what its vector embeds)."""
-    return triple_text(row.subject_name, row.predicate, row.object_name)

@@ -8,7 +8,7 @@ graph's file into memory.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -222,6 +222,10 @@ class EmbeddingTable:
 
     def __contains__(self, key: object) -> bool:
         return key in self._rows
+
+    def __iter__(self) -> Iterator[str]:
+        """The keys (the table's own string objects), in no particular order."""
+        return iter(self._rows)
 
     def keys(self) -> list[str]:
         """All keys, in no particular order."""

@@ -22,7 +22,7 @@ import json
 import logging
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +34,7 @@ from durable import remove_stale_temps
 from durable.sqlite import as_os_error
 from kg.embeddings import EmbeddingTable
 from kg.int8_rows import Int8Rows
-from kg.models import shared
+from kg.models import EdgeRow, shared
 
 log = logging.getLogger(__name__)
 
@@ -77,68 +77,6 @@ CREATE UNIQUE INDEX IF NOT EXISTS vectors_key ON vectors (kind, key);
 CREATE TABLE IF NOT EXISTS documents (doc_id TEXT PRIMARY KEY, version TEXT NOT NULL)
     WITHOUT ROWID;
 """
-
-
-@dataclass(frozen=True, slots=True)
-class EdgeRow:
-    """One triple of one document, as stored (``position`` orders the document's edges)."""
-
-    doc_id: str
-    position: int
-    subject: str
-    object: str
-    predicate: str
-    chunk_id: str | None
-    source: str
-    subject_name: str
-    object_name: str
-
-    @classmethod
-    def from_attributes(cls, u: str, v: str, key: str, data: Mapping[str, Any]) -> EdgeRow:
-        """From a graph edge (its key is "<doc_id>#<position>")."""
-        return cls(
-            doc_id=str(data["doc_id"]),
-            position=int(str(key).rsplit("#", 1)[1]),
-            subject=u,
-            object=v,
-            predicate=str(data["predicate"]),
-            chunk_id=data.get("chunk_id"),
-            source=str(data.get("source", "supplied")),
-            subject_name=str(data["subject_name"]),
-            object_name=str(data["object_name"]),
-        )
-
-    @classmethod
-    def stored(cls, row: Sequence[Any]) -> EdgeRow:
-        """From a row of the ``edges`` table (in its column order), with its strings
-        shared (``shared``)."""
-        doc_id, position, subject, object_, predicate, chunk_id, source, sname, oname = row
-        return cls(
-            shared(doc_id),
-            position,
-            shared(subject),
-            shared(object_),
-            shared(predicate),
-            None if chunk_id is None else shared(chunk_id),
-            shared(source),
-            shared(sname),
-            shared(oname),
-        )
-
-    @property
-    def key(self) -> str:
-        return f"{self.doc_id}#{self.position}"
-
-    def attributes(self) -> dict[str, Any]:
-        """The edge's attributes in the graph."""
-        return {
-            "predicate": self.predicate,
-            "doc_id": self.doc_id,
-            "chunk_id": self.chunk_id,
-            "source": self.source,
-            "subject_name": self.subject_name,
-            "object_name": self.object_name,
-        }
 
 
 @dataclass
@@ -377,12 +315,16 @@ def _read_vectors(db: sqlite3.Connection, kind: str, sink: VectorSink) -> Vector
     if not count:
         return Vectors()
     rows = db.execute("SELECT key, vector FROM vectors WHERE kind = ? ORDER BY key", (kind,))
-    return sink(kind, count, _vector_blocks(rows))
+    return sink(kind, count, _vector_blocks(rows, share=kind == NODE))
 
 
-def _vector_blocks(rows: sqlite3.Cursor) -> Iterator[tuple[list[str], np.ndarray]]:
+def _vector_blocks(rows: sqlite3.Cursor, share: bool) -> Iterator[tuple[list[str], np.ndarray]]:
+    """The rows a block at a time. ``share``: the keys are ``shared`` (the nodes', which
+    the edges' ends already share: a copy of each cost 16 MiB at 209,000 entities). The
+    triple texts are not: interned, they would grow the interning table for good; the
+    snapshot takes the table's key objects instead (``GraphSnapshot.build_from``)."""
     while batch := rows.fetchmany(_VECTOR_BLOCK_ROWS):
-        keys = [key for key, _ in batch]
+        keys = [shared(key) for key, _ in batch] if share else [key for key, _ in batch]
         matrix = np.frombuffer(b"".join(blob for _, blob in batch), dtype="<f4")
         yield keys, matrix.reshape(len(batch), -1).astype(np.float32, copy=False)
 
@@ -410,8 +352,3 @@ def node_names(rows: GraphRows) -> dict[str, str]:
             if key not in names:
                 names[key] = rows.nodes.get(key, name)
     return names
-
-
-def edge_items(rows: GraphRows) -> Iterator[tuple[str, str, str, dict[str, Any]]]:
-    """(subject, object, key, attributes) of every edge, as the graph holds them."""
-    return ((e.subject, e.object, e.key, e.attributes()) for e in rows.edges)

@@ -16,10 +16,10 @@ from kg.graph_file import (
     LEGACY_GRAPH_FILE,
     LEGACY_NODE_VECTORS_FILE,
     LEGACY_TRIPLE_VECTORS_FILE,
-    EdgeRow,
     GraphRows,
     Vectors,
 )
+from kg.models import EdgeRow
 
 LEGACY_FORMAT_VERSION = 1
 _LINK_ENDS = {"source": "subject", "target": "object"}

@@ -1,4 +1,5 @@
-"""Data shapes of the knowledge graph: triples with provenance, scored triples, entity rows.
+"""Data shapes of the knowledge graph: triples with provenance, the edge rows the graph's
+file stores, scored triples, entity rows.
 
 Also the validation of caller-supplied triples, kept apart from the pydantic models so the API
 layer can turn a bad triple into a 422 that names the document and the triple's index.
@@ -8,7 +9,9 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import Annotated, Literal
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
@@ -115,6 +118,63 @@ def shared(value: str) -> str:
 def triple_text(subject: str, predicate: str, obj: str) -> str:
     """One line of text for a triple (used for embeddings and tie-breaking)."""
     return f"{subject} {predicate} {obj}"
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeRow:
+    """One triple of one document, as stored (``position`` orders the document's edges)."""
+
+    doc_id: str
+    position: int
+    subject: str
+    object: str
+    predicate: str
+    chunk_id: str | None
+    source: str
+    subject_name: str
+    object_name: str
+
+    @classmethod
+    def from_attributes(cls, u: str, v: str, key: str, data: Mapping[str, Any]) -> EdgeRow:
+        """From a graph edge (its key is "<doc_id>#<position>")."""
+        return cls(
+            doc_id=str(data["doc_id"]),
+            position=int(str(key).rsplit("#", 1)[1]),
+            subject=u,
+            object=v,
+            predicate=str(data["predicate"]),
+            chunk_id=data.get("chunk_id"),
+            source=str(data.get("source", "supplied")),
+            subject_name=str(data["subject_name"]),
+            object_name=str(data["object_name"]),
+        )
+
+    @classmethod
+    def stored(cls, row: Sequence[Any]) -> EdgeRow:
+        """From a row of the ``edges`` table (in its column order), with its strings
+        shared (``shared``)."""
+        doc_id, position, subject, object_, predicate, chunk_id, source, sname, oname = row
+        return cls(
+            shared(doc_id),
+            position,
+            shared(subject),
+            shared(object_),
+            shared(predicate),
+            None if chunk_id is None else shared(chunk_id),
+            shared(source),
+            shared(sname),
+            shared(oname),
+        )
+
+    @property
+    def key(self) -> str:
+        """The edge's key in the graph: "<doc_id>#<position>"."""
+        return f"{self.doc_id}#{self.position}"
+
+    @property
+    def text(self) -> str:
+        """The triple text the edge states (what its vector embeds)."""
+        return triple_text(self.subject_name, self.predicate, self.object_name)
 
 
 def validate_triples(raw: object) -> list[tuple[str, str, str]]:

@@ -33,12 +33,11 @@ from kg.graph_file import (
     GraphFile,
     GraphRows,
     Vectors,
-    edge_items,
     node_names,
 )
 from kg.index import GraphSnapshot
 from kg.legacy import read_legacy_folder
-from kg.models import EntityInfo, Neighbourhood, Triple, triple_text
+from kg.models import EntityInfo, Neighbourhood, Triple
 from kg.normalize import EntityNormalizer, default_normalizer
 from kg.views import around, edge_triple, search_entities
 
@@ -303,7 +302,7 @@ class KnowledgeGraph:
                 )
                 names = self._adopt(rows)
                 self._snapshot = GraphSnapshot.build_from(
-                    edge_items(rows), names, self._node_vectors, self._triple_vectors
+                    rows.edges, names, self._node_vectors, self._triple_vectors
                 )
         log.info(
             "knowledge graph: %d triples %s in %.1f s",
@@ -339,8 +338,7 @@ class KnowledgeGraph:
             rows.triple_vectors.keys, rows.triple_vectors.matrix
         )
         names = node_names(rows)
-        texts = {triple_text(e.subject_name, e.predicate, e.object_name) for e in rows.edges}
-        self._repair_vectors(names, texts)
+        self._repair_vectors(names, {edge.text for edge in rows.edges})
         self._pending = rows, names
         return names
 
@@ -368,7 +366,7 @@ class KnowledgeGraph:
                 )
                 names = self._adopt(read)
                 self._snapshot = GraphSnapshot.build_from(
-                    edge_items(read), names, self._node_vectors, self._triple_vectors
+                    read.edges, names, self._node_vectors, self._triple_vectors
                 )
             self._unread = False
         if self._pending is not None:

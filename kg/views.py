@@ -4,8 +4,7 @@ search and an entity's neighbourhood); ``KnowledgeGraph`` calls them under its l
 from __future__ import annotations
 
 from kg.edits import GraphEdits
-from kg.graph_file import EdgeRow
-from kg.models import EntityInfo, Neighbourhood, Triple
+from kg.models import EdgeRow, EntityInfo, Neighbourhood, Triple
 from kg.normalize import EntityNormalizer
 
 
