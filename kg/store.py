@@ -343,12 +343,12 @@ class KnowledgeGraph:
         return names
 
     def _build_graph(self) -> None:
-        try:
-            with self._lock:
+        with self._lock:  # logged before a change waiting on the lock goes on
+            try:
                 if not self._closed:  # closed first (a short test, a start that failed)
                     self._mutable()
-        except Exception:  # the rows stay: the next change or view builds it
-            log.exception("knowledge graph: building the graph after the start failed")
+            except Exception:  # the rows stay: the next change or view builds it
+                log.exception("knowledge graph: building the graph after the start failed")
 
     @heap.collector_paused()
     def _mutable(self) -> None:
