@@ -97,7 +97,7 @@ class Vectors:
 
 VectorSink = Callable[[str, int, Iterator[tuple[list[str], np.ndarray]]], Vectors]
 """Takes a kind's vectors as the graph's file reads them (the kind, their count, blocks of
-keys and rows in key order) and returns them as ``Vectors``: ``in_memory``, or files
+keys and rows in the table's order) and returns them as ``Vectors``: ``in_memory``, or files
 (``kg.snapshot_file.file_sink``)."""
 
 
@@ -310,11 +310,15 @@ class GraphFile:
 
 
 def _read_vectors(db: sqlite3.Connection, kind: str, sink: VectorSink) -> Vectors:
-    """Every vector of ``kind``, in key order, handed to ``sink`` a block at a time."""
+    """Every vector of ``kind``, in the order the table stores them, handed to ``sink``
+    a block at a time. The table is scanned (``NOT INDEXED``), not read through its key
+    index: in key order each row was a read at another place in the file, 15.1 s for the
+    533,000 vectors of 100,000 chunks from out of the page cache, against 3.0 s scanned
+    (for both kinds; the second scan finds the file in the page cache)."""
     (count,) = db.execute("SELECT COUNT(*) FROM vectors WHERE kind = ?", (kind,)).fetchone()
     if not count:
         return Vectors()
-    rows = db.execute("SELECT key, vector FROM vectors WHERE kind = ? ORDER BY key", (kind,))
+    rows = db.execute("SELECT key, vector FROM vectors NOT INDEXED WHERE kind = ?", (kind,))
     return sink(kind, count, _vector_blocks(rows, share=kind == NODE))
 
 
