@@ -132,7 +132,7 @@ class GraphSnapshot:
             return cls()
         node_keys = sorted(names)
         node_index = {key: i for i, key in enumerate(node_keys)}
-        # Each edge's text as the triple table's own key object, not a second copy: 32 MiB
+        # Each edge's text as the triple table's own key object, not a second copy: 46 MiB
         # at 323,000 triples, held as long as the snapshot.
         texts = {text: text for text in triples}
         rows = _edge_rows(edges, texts)

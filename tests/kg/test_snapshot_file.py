@@ -355,8 +355,8 @@ def test_a_start_keeps_one_string_for_each_text_and_entity_key(
     stop: str,
 ) -> None:
     """The snapshot's triple texts and entity keys are the embedding tables' own key
-    objects, not equal copies, however the start read them: after a crash a copy of
-    each held 48 MiB at 323,000 triples (``bench.kg_memory --after-crash``)."""
+    objects, not equal copies, however the start read them: after a crash the copies
+    held 62 MiB at 323,000 triples (the probe in docs/performance.md)."""
     if stop == "clean":
         saved.close()
     again = KnowledgeGraph(saved.folder, embed_fn)
