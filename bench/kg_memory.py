@@ -1,6 +1,6 @@
 """What the knowledge graph holds in memory, and what one change costs, at a size.
 
-Builds the scale section's graph for ``--chunks`` chunks (``bench.scale_startup``'s: the
+Builds the scale section's graph for ``--chunks`` chunks (``bench.scale_folder``'s: the
 real corpus's 3.23 triples and 2.09 entities per chunk, random vectors), closes it
 cleanly so its snapshot is saved, then measures in a fresh process what a service start
 and its first changes do to the graph alone: the load (the snapshot read back), the
@@ -38,7 +38,8 @@ import numpy as np
 
 from bench.kg_subgraph import RandomEmbedder, make_questions
 from bench.paths import REPO, bench_dir
-from bench.scale_startup import build_graph, rss_mib
+from bench.scale_folder import build_graph
+from bench.scale_startup import rss_mib
 from kg import KnowledgeGraph, SubgraphSelector, Triple, snapshot_file
 from kg.embeddings import RowMatrix, VectorRows, normalize_rows
 from kg.file_matrix import FileMatrix

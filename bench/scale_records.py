@@ -94,6 +94,17 @@ class StartUpRow(Record):
     #: Of ``settled_rss_mib``, the process's own memory (``RssAnon``); the rest is mapped
     #: files' pages, the graph's saved vectors among them. Records before it: 0.
     settled_anon_mib: int = 0
+    #: Retrievals served after the first change (``/admin/kg/subgraph``: the question
+    #: embedded, the index searched, the graph's facts selected), their latency, and the
+    #: RSS of the service (all, its own) and of the index's process after them; then the
+    #: clean stop's seconds. Records before them: 0.
+    questions: int = 0
+    question_p50_ms: float = 0.0
+    question_p99_ms: float = 0.0
+    questions_rss_mib: int = 0
+    questions_anon_mib: int = 0
+    questions_index_rss_mib: int = 0
+    stop_s: float = 0.0
 
 
 class ScaleResult(Record):

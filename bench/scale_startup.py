@@ -14,12 +14,18 @@ plus vLLM's own start"), and measures:
 - ``ready_s``: to ``/ready`` (adds the vLLM probe and the warmup's start);
 - the RSS of the service's process at ``/ready`` and once its log says the graph for
   changes is built (settled), its peak, and the RSS of the index's process;
-- one chat through HTTP (its retrieval is the first on the freshly opened index).
+- one chat through HTTP (its retrieval is the first on the freshly opened index);
+- then ``--questions`` retrievals through ``/admin/kg/subgraph`` (exactly what a chat would
+  retrieve: the question embedded, the index searched, the graph's facts selected; no
+  generation), each naming one of the graph's entities, with their latency and the RSS
+  of both processes after them: the graph reads its candidates' vectors as questions
+  come, so the settled RSS alone would understate what a serving process holds;
+- its clean stop (the graph's snapshot saved), then the next start reads it back.
 
 An empty data folder is started the same way first: the baseline, what a start costs
 without a knowledge base.
 
-    .venv/bin/python -m bench.scale_startup [--sizes 100000] [--no-graph]
+    .venv/bin/python -m bench.scale_startup [--sizes 100000] [--no-graph] [--questions 300]
 """
 
 from __future__ import annotations
@@ -37,30 +43,26 @@ from pathlib import Path
 
 import httpx
 import numpy as np
-from llama_index.core.schema import BaseNode, Document
 
-from api.config import Settings
 from api.schemas import ChatResponse
 from api.server import free_port
 from bench.harness import MODEL_NAME, vllm
-from bench.kg_subgraph import RandomEmbedder, entity_name
+from bench.kg_subgraph import entity_name
+from bench.measure import percentile
 from bench.paths import bench_dir
-from bench.scale_copies import Chunk, copies_between
+from bench.scale_copies import Chunk
+from bench.scale_folder import build_graph, build_kb
 from bench.scale_records import StartUpRow
-from kg import KnowledgeGraph, Triple, snapshot_file
-from rag.knowledge.edge import EdgeIndex
+from kg import snapshot_file
 from rag.knowledge.embedding import shared_embedder
-from rag.knowledge.ingest import DOC_HASH_KEY
-from rag.knowledge.state import KBState
 
-#: The real corpus's graph per chunk (1,047 chunks: 3,384 triples, 2,193 entities).
-GRAPH_PER_CHUNK = (3384 / 1047, 2193 / 1047)
-PREDICATES = ["part of", "located in", "created by", "depends on", "uses", "owns", "near"]
 READY_TIMEOUT_S = 1800.0
 #: What the service logs once the graph that changes edit is built (``kg.store``).
 GRAPH_BUILT = "ready for changes"
-#: Chunks whose documents ``build_graph`` files through one graph before it closes it.
-BUILD_BATCH_CHUNKS = 100_000
+#: Retrievals after the first change, as ``bench.kg_memory``'s selections (300 there too).
+QUESTIONS = 300
+#: A clean stop saves the graph's snapshot: at 1M chunks, several GB of vectors.
+STOP_TIMEOUT_S = 900.0
 FIRST_CHANGE = "Lyon lies on the Rhone. Lyon hosts a festival of lights every December."
 TOKEN = "scale-startup-token"
 
@@ -79,125 +81,13 @@ class ServiceStart:
     passages: int
     first_change_s: float  # one small document's ingest, which builds the graph's edit side
     settled_anon_mib: int  # of settled_rss_mib, the process's own memory (RssAnon)
-
-
-def build_kb(
-    folder: Path, chunks: list[Chunk], vectors: np.ndarray, size: int, log: Callable[[str], None]
-) -> dict[str, tuple[str, int]]:
-    """``size`` points in the service's own index and state under ``folder`` (its data
-    directory), each document's chunks committed through ``KBState.put`` as an ingest
-    commits them; returns each document's (content hash, chunk count)."""
-    settings = Settings(data_dir=folder)
-    index = EdgeIndex(settings.edge_path, vectors.shape[1])
-    index.open()
-    state = KBState.open(folder)
-    state.start_loose_log()  # as a folder the service made has it: a start checks no scan
-    documents: dict[str, tuple[str, int]] = {}
-    rng = np.random.default_rng(17)
-    started = time.perf_counter()
-    done = 0
-    held: list[BaseNode] = []  # a document's first chunks, when its last is in the next batch
-    try:
-        for nodes in copies_between(chunks, vectors, 0, size, rng):
-            index.add(nodes)
-            held.extend(nodes)
-            last = held[-1].ref_doc_id
-            complete = [n for n in held if n.ref_doc_id != last]
-            held = [n for n in held if n.ref_doc_id == last]
-            commit_documents(state, complete, documents)
-            done += len(nodes)
-            if done % 50_000 == 0:
-                log(f"  {done} points in {time.perf_counter() - started:.0f} s")
-        commit_documents(state, held, documents)
-        log(f"  HNSW build for {size} points ...")
-        index.optimize()
-        state.version += 1
-        state.save()  # the commit point
-    finally:
-        index.close()
-        state.close()
-    return documents
-
-
-def commit_documents(
-    state: KBState, nodes: list[BaseNode], documents: dict[str, tuple[str, int]]
-) -> None:
-    """Make the documents of ``nodes`` (each document's chunks all there) current."""
-    by_doc: dict[str, list[BaseNode]] = {}
-    for node in nodes:
-        by_doc.setdefault(node.ref_doc_id or "", []).append(node)
-    docs = []
-    for doc_id, doc_nodes in by_doc.items():
-        doc_hash = str(doc_nodes[0].metadata[DOC_HASH_KEY])
-        docs.append(Document(id_=doc_id, text="", metadata={DOC_HASH_KEY: doc_hash}))
-        documents[doc_id] = (doc_hash, len(doc_nodes))
-    state.put(docs, nodes, {})
-
-
-def build_graph(
-    folder: Path,
-    documents: dict[str, tuple[str, int]],
-    with_triples: bool = True,
-    keep_snapshot: bool = False,
-) -> tuple[int, int]:
-    """A graph at ``folder/kg`` with the real corpus's triples and entities per chunk for
-    each document (none without ``with_triples``: documents that yield no triples), filed
-    with the document's version as the service's sync files them, so a start finds
-    nothing to re-sync; returns (triples, entities).
-
-    The documents are filed ``BUILD_BATCH_CHUNKS`` chunks at a time, each batch by a graph
-    opened on what the last one saved at its close, as a service that ingests and
-    restarts would: the vectors of earlier batches stay in their mapped files, so a
-    build of 1,000,000 chunks (3.2 million triples, 8 GB of vectors) fits in memory.
-    The snapshot the last close saved is removed unless ``keep_snapshot``: the first
-    start then reads every row, as after a crash."""
-    rng = np.random.default_rng(5)
-    chunk_count = sum(n for _, n in documents.values())
-    per_chunk, entities_per_chunk = GRAPH_PER_CHUNK if with_triples else (0.0, 0.0)
-    entities = max(1, round(entities_per_chunk * chunk_count))
-    weights = 1.0 / (np.arange(entities) + 10.0) ** 0.9
-    weights /= weights.sum()
-    counts = rng.poisson(per_chunk * np.array([n for _, n in documents.values()]))
-    ends = rng.choice(entities, size=(int(counts.sum()), 2), p=weights)
-    ends[:entities, 0] = rng.permutation(entities)[: len(ends)]  # every entity used once
-    same = ends[:, 0] == ends[:, 1]
-    ends[same, 1] = (ends[same, 1] + 1) % entities
-    batch: dict[str, list[Triple]] = {}
-    batch_chunks, first, filed = 0, 0, (0, 0)
-    for (doc_id, (_, chunks)), count in zip(documents.items(), counts, strict=True):
-        batch[doc_id] = [
-            Triple(
-                subject=entity_name(int(s)),
-                predicate=PREDICATES[i % len(PREDICATES)],
-                object=entity_name(int(o)),
-                doc_id=doc_id,
-                chunk_id=f"{doc_id}#{i % chunks}",
-                source="extracted",
-            )
-            for i, (s, o) in enumerate(ends[first : first + count])
-        ]
-        first += count
-        batch_chunks += chunks
-        if batch_chunks >= BUILD_BATCH_CHUNKS:
-            filed = _file_batch(folder / "kg", batch, documents, seed=first)
-            batch, batch_chunks = {}, 0
-    if batch:
-        filed = _file_batch(folder / "kg", batch, documents, seed=first)
-    if not keep_snapshot:
-        snapshot_file.discard(folder / "kg")
-    return filed
-
-
-def _file_batch(
-    folder: Path, batch: dict[str, list[Triple]], documents: dict[str, tuple[str, int]], seed: int
-) -> tuple[int, int]:
-    """File ``batch`` through a graph on ``folder``, closed after (its snapshot saved)."""
-    graph = KnowledgeGraph(folder, RandomEmbedder(seed=seed))
-    try:
-        graph.replace_documents(batch, {d: documents[d][0] for d in batch})
-        return graph.edge_count, graph.node_count
-    finally:
-        graph.close()
+    questions: int
+    question_p50_ms: float
+    question_p99_ms: float
+    questions_rss_mib: int  # the service's, after the questions
+    questions_anon_mib: int
+    questions_index_rss_mib: int
+    stop_s: float  # SIGTERM to exit: the clean stop, which saves the graph's snapshot
 
 
 def rss_mib(pid: int, field: str = "VmRSS") -> int:
@@ -217,10 +107,17 @@ def children(pid: int) -> list[int]:
 
 
 def start_service(
-    folder: Path, vllm_url: str, question: str, log: Callable[[str], None]
+    folder: Path,
+    vllm_url: str,
+    question: str,
+    log: Callable[[str], None],
+    questions: Sequence[str] = (),
 ) -> ServiceStart:
     """Start ``python -m api serve`` on ``folder``, time it to ``/health`` and ``/ready``,
-    read its memory, ask one question and stop it."""
+    read its memory, ask one question, make one change, retrieve for each of
+    ``questions``, read its memory again and stop it cleanly (a stop that does not end
+    in ``STOP_TIMEOUT_S`` is killed and raises: the next start would not be one after a
+    clean stop)."""
     port = free_port()
     env = {
         **os.environ,
@@ -285,17 +182,35 @@ def start_service(
                 f"  RSS {service_rss} MiB at /ready, {settled} MiB settled "
                 f"({settled_anon} MiB its own), index {index_rss} MiB"
             )
+            took = ask(client, questions)
+            asked_rss, asked_anon = rss_mib(proc.pid), rss_mib(proc.pid, "RssAnon")
+            asked_index = sum(rss_mib(c) for c in children(proc.pid))
+            peak = rss_mib(proc.pid, "VmHWM")
+            p50, p99 = (percentile(took, q) if took else 0.0 for q in (50, 99))
+            log(
+                f"  {len(took)} questions: p50 {p50:.1f} ms, p99 {p99:.1f} ms; RSS {asked_rss} "
+                f"MiB ({asked_anon} MiB its own), index {asked_index} MiB, peak {peak} MiB"
+            )
+            stop_s = stop(proc)
+            log(f"  stopped in {stop_s:.1f} s")
             return ServiceStart(
                 health_s=round(health_s, 2),
                 ready_s=round(ready_s, 2),
                 service_rss_mib=service_rss,
                 settled_rss_mib=settled,
-                service_peak_mib=rss_mib(proc.pid, "VmHWM"),
+                service_peak_mib=peak,
                 index_rss_mib=index_rss,
                 first_chat_s=round(chat_s, 2),
                 passages=passages,
                 first_change_s=round(change_s, 2),
                 settled_anon_mib=settled_anon,
+                questions=len(took),
+                question_p50_ms=round(p50, 2),
+                question_p99_ms=round(p99, 2),
+                questions_rss_mib=asked_rss,
+                questions_anon_mib=asked_anon,
+                questions_index_rss_mib=asked_index,
+                stop_s=round(stop_s, 2),
             )
     except BaseException:
         out.flush()
@@ -304,13 +219,40 @@ def start_service(
         ))  # fmt: skip
         raise
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=120)
-        except subprocess.TimeoutExpired:
+        if proc.poll() is None:  # a measurement failed: no clean stop to wait for
             proc.kill()
             proc.wait()
         out.close()
+
+
+def ask(client: httpx.Client, questions: Sequence[str]) -> list[float]:
+    """Milliseconds of each question's retrieval through ``/admin/kg/subgraph``."""
+    took = []
+    for question in questions:
+        t0 = time.perf_counter()
+        resp = client.get(
+            "/admin/kg/subgraph",
+            params={"question": question},
+            headers={"Authorization": f"Bearer {TOKEN}"},
+        )
+        resp.raise_for_status()
+        took.append((time.perf_counter() - t0) * 1000)
+    return took
+
+
+def stop(proc: subprocess.Popen[bytes]) -> float:
+    """Seconds of the service's clean stop (SIGTERM, as an operator's stop sends)."""
+    t0 = time.perf_counter()
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise RuntimeError(f"the service did not stop in {STOP_TIMEOUT_S:.0f} s") from None
+    if proc.returncode not in (0, -signal.SIGTERM):  # uvicorn raises the signal again after
+        raise RuntimeError(f"the service's stop exited {proc.returncode}; see its log")
+    return time.perf_counter() - t0
 
 
 def wait_for_line(path: Path, text: str, proc: subprocess.Popen[bytes]) -> None:
@@ -330,13 +272,15 @@ def run(
     vectors: np.ndarray,
     log: Callable[[str], None] = print,
     vllm_url: str | None = None,
+    questions: int = QUESTIONS,
 ) -> list[StartUpRow]:
     """An empty folder (the baseline), then one of each size, each started on the vLLM at
     ``vllm_url`` (else on a vLLM child of this run). ``work``: the caller's folder;
-    ``chunks`` and their ``vectors``: what the copies are made of."""
+    ``chunks`` and their ``vectors``: what the copies are made of; ``questions``: the
+    retrievals each start serves before it is measured again."""
     if vllm_url is None:
         with vllm(kv_cache_gib=2, enforce_eager=True, log=log) as url:
-            return run(sizes, graph, work, chunks, vectors, log, url)
+            return run(sizes, graph, work, chunks, vectors, log, url, questions)
     results: list[StartUpRow] = []
     question = f"What is {chunks[0].text.split()[0]}?"
     for size in [0, *sizes]:
@@ -350,8 +294,11 @@ def run(
         log(f"  built in {build_s:.0f} s ({triples} triples, {entities} entities)")
         # The first start builds the graph's snapshot from its rows, as after a crash;
         # its clean stop saves it, and the second start reads it back.
+        asked = entity_questions(entities, questions)
         for after_stop in (False, True) if size else (False,):
-            start = start_service(folder, vllm_url, question, log)
+            start = start_service(folder, vllm_url, question, log, asked)
+            if graph and size and not (folder / "kg" / snapshot_file.FILE).is_file():
+                raise RuntimeError("the clean stop saved no graph snapshot to start from")
             results.append(
                 StartUpRow(
                     chunks=size,
@@ -366,10 +313,21 @@ def run(
     return results
 
 
+def entity_questions(entities: int, count: int) -> list[str]:
+    """``count`` questions, each naming a random one of the graph's ``entities`` (one
+    of the first names ``build_graph`` gives when there is none), as ``bench.kg_subgraph``
+    asks them; the same for each start on a folder."""
+    picked = np.random.default_rng(7).integers(max(1, entities), size=count)
+    return [f"How is {entity_name(int(i))} related to the rest of the system?" for i in picked]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000])
     parser.add_argument("--no-graph", action="store_true", help="no knowledge graph")
+    parser.add_argument(
+        "--questions", type=int, default=QUESTIONS, help="retrievals served at each start"
+    )
     args = parser.parse_args()
     from bench.scale import ingest_towns  # bench.scale runs this module's ``run``
 
@@ -382,6 +340,7 @@ def main() -> None:
             chunks,
             vectors,
             log=lambda line: print(line, file=sys.stderr, flush=True),
+            questions=args.questions,
         )
     for row in rows:
         print(row.model_dump_json())

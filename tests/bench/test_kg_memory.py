@@ -4,7 +4,7 @@ reports each stage (it is what the RSS-at-1M miss is measured with)."""
 from __future__ import annotations
 
 from bench.kg_memory import run
-from bench.scale_startup import GRAPH_PER_CHUNK
+from bench.scale_folder import GRAPH_PER_CHUNK
 
 
 def test_a_small_graph_is_loaded_prepared_and_changed_in_a_child() -> None:

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-import bench.scale_startup
+import bench.scale_folder
 from bench.kg_subgraph import RandomEmbedder
 from bench.scale_copies import Chunk
-from bench.scale_startup import GRAPH_PER_CHUNK, build_graph, run
+from bench.scale_folder import GRAPH_PER_CHUNK, build_graph
+from bench.scale_startup import run
 from kg import KnowledgeGraph, snapshot_file
 from rag.knowledge.embedding import Embedder
 from rag.llm.server import VLLMServer
@@ -33,7 +34,9 @@ def test_the_service_starts_on_a_built_folder_and_answers(
         for i, text in enumerate(TEXTS)
     ]
     vectors = embedder.embed_texts(TEXTS)
-    rows = run([300], True, tmp_path, chunks, vectors, log=lambda _: None, vllm_url=vllm.url)
+    rows = run(
+        [300], True, tmp_path, chunks, vectors, log=lambda _: None, vllm_url=vllm.url, questions=4
+    )
     baseline, built, again = rows
     assert (baseline.chunks, baseline.triples) == (0, 0)
     assert built.chunks == again.chunks == 300 and again.triples == built.triples
@@ -44,6 +47,10 @@ def test_the_service_starts_on_a_built_folder_and_answers(
         assert 0 < row.health_s <= row.ready_s and row.first_change_s > 0
         assert row.service_rss_mib > 0 and row.settled_rss_mib > 0 and row.index_rss_mib > 0
         assert 0 < row.settled_anon_mib <= row.settled_rss_mib
+        # Served its questions, measured after them, and stopped cleanly (it raises if not).
+        assert row.questions == 4 and 0 < row.question_p50_ms <= row.question_p99_ms
+        assert 0 < row.questions_anon_mib <= row.questions_rss_mib <= row.service_peak_mib
+        assert row.questions_index_rss_mib > 0 and row.stop_s > 0
     # The question is answered from the folder's passages: its index and state agree.
     assert built.passages == again.passages == 3 and baseline.passages == 0
     assert not any(tmp_path.iterdir())  # each folder removed after its start
@@ -56,7 +63,7 @@ def test_the_graph_filed_in_batches_is_the_graph_filed_at_once(
     and files the next documents: the graph is the one a single batch gives."""
     documents = {f"doc-{i}": (f"hash-{i}", 10) for i in range(30)}
     once = build_graph(tmp_path / "once", documents)
-    monkeypatch.setattr(bench.scale_startup, "BUILD_BATCH_CHUNKS", 70)
+    monkeypatch.setattr(bench.scale_folder, "BUILD_BATCH_CHUNKS", 70)
     batched = build_graph(tmp_path / "batched", documents, keep_snapshot=True)
     assert batched == once and once[0] > 0
     assert not list((tmp_path / "once" / "kg").glob("snapshot*"))  # read as after a crash
