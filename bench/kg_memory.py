@@ -238,7 +238,12 @@ def run(chunks: int, changes: int, queries: int = 200, after_crash: bool = False
         for i in range(max(1, chunks // CHUNKS_PER_DOCUMENT))
     }
     with bench_dir() as work:
-        build_graph(work, documents, keep_snapshot=True)
+        build_graph(
+            work,
+            documents,
+            keep_snapshot=True,
+            log=lambda line: print(line, file=sys.stderr, flush=True),
+        )
         command = [sys.executable, "-m", "bench.kg_memory", "--measure", str(work / "kg")]
         child = subprocess.run(
             [*command, "--changes", str(changes), "--queries", str(queries)]

@@ -289,7 +289,7 @@ def run(
         log(f"start-up: {size} chunks, graph {'on' if graph and size else 'off'}: building")
         t0 = time.perf_counter()
         documents = build_kb(folder, chunks, vectors, size, log) if size else {}
-        triples, entities = build_graph(folder, documents, graph) if size else (0, 0)
+        triples, entities = build_graph(folder, documents, graph, log=log) if size else (0, 0)
         build_s = time.perf_counter() - t0
         log(f"  built in {build_s:.0f} s ({triples} triples, {entities} entities)")
         # The first start builds the graph's snapshot from its rows, as after a crash;
