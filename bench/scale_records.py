@@ -85,6 +85,9 @@ class StartUpRow(Record):
     service_rss_mib: int  # at /ready
     settled_rss_mib: int  # once the graph for changes is built too
     service_peak_mib: int
+    #: The peak by ``/ready``: the start's own, before the first change builds what the
+    #: graph's changes edit. Records before it: 0.
+    ready_peak_mib: int = 0
     index_rss_mib: int
     first_chat_s: float
     passages: int

@@ -76,6 +76,7 @@ class ServiceStart:
     service_rss_mib: int
     settled_rss_mib: int
     service_peak_mib: int
+    ready_peak_mib: int  # the peak by /ready: the start's, before the first change
     index_rss_mib: int
     first_chat_s: float
     passages: int
@@ -156,6 +157,7 @@ def start_service(
             else:
                 raise TimeoutError(f"not ready in {READY_TIMEOUT_S:.0f} s")
             service_rss = rss_mib(proc.pid)
+            ready_peak = rss_mib(proc.pid, "VmHWM")  # the start's own peak
             index_rss = sum(rss_mib(c) for c in children(proc.pid))
             t0 = time.perf_counter()
             resp = client.post("/v1/chat", json={"question": question})
@@ -179,7 +181,7 @@ def start_service(
                 f"  /health {health_s:.1f} s, /ready {ready_s:.1f} s, first change {change_s:.1f} s"
             )
             log(
-                f"  RSS {service_rss} MiB at /ready, {settled} MiB settled "
+                f"  RSS {service_rss} MiB at /ready (peak {ready_peak}), {settled} MiB settled "
                 f"({settled_anon} MiB its own), index {index_rss} MiB"
             )
             took = ask(client, questions)
@@ -199,6 +201,7 @@ def start_service(
                 service_rss_mib=service_rss,
                 settled_rss_mib=settled,
                 service_peak_mib=peak,
+                ready_peak_mib=ready_peak,
                 index_rss_mib=index_rss,
                 first_chat_s=round(chat_s, 2),
                 passages=passages,

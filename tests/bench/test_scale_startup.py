@@ -51,6 +51,7 @@ def test_the_service_starts_on_a_built_folder_and_answers(
         assert row.questions == 4 and 0 < row.question_p50_ms <= row.question_p99_ms
         assert 0 < row.questions_anon_mib <= row.questions_rss_mib <= row.service_peak_mib
         assert row.questions_index_rss_mib > 0 and row.stop_s > 0
+        assert row.service_rss_mib <= row.ready_peak_mib <= row.service_peak_mib
     # The question is answered from the folder's passages: its index and state agree.
     assert built.passages == again.passages == 3 and baseline.passages == 0
     assert not any(tmp_path.iterdir())  # each folder removed after its start
