@@ -221,7 +221,7 @@ class Runtime:
             self.warmup.notify_change(change)
 
     def refresh_kb_metrics(self) -> None:
-        self.metrics.knowledge.record_size(len(self.kb.document_ids()), self.kb.version)
+        self.metrics.knowledge.record_size(self.kb.document_count(), self.kb.version)
 
     # ----- lifecycle ------------------------------------------------------------------
 
@@ -303,7 +303,7 @@ class Runtime:
             s.seed_sample_kb
             and not s.qdrant_is_remote
             and self.kb.version == 0
-            and not self.kb.document_ids()
+            and not self.kb.document_count()
         )
 
     async def _bring_up_llm(self) -> None:

@@ -40,7 +40,7 @@ async def ready(runtime: RuntimeDep) -> JSONResponse:
         ready = await runtime.llm.is_healthy()
         detail = None if ready else "vLLM is not answering"
     kb = runtime.kb
-    extra = ReadyExtra(kb_version=kb.version, documents=len(kb.document_ids()))
+    extra = ReadyExtra(kb_version=kb.version, documents=kb.document_count())
     if runtime.pool is not None:
         extra.replicas = [
             ReplicaOut(name=r.name, up=r.up, kv_usage=r.kv_usage, weight=r.weight)

@@ -166,6 +166,10 @@ class KnowledgeBase:
         with self._lock:
             return self._state.document_ids()
 
+    def document_count(self) -> int:
+        with self._lock:
+            return self._state.document_count()
+
     def document_hash(self, doc_id: str) -> str | None:
         with self._lock:
             return self._state.docstore.get_document_hash(doc_id)

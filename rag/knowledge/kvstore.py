@@ -118,6 +118,14 @@ class SqliteKVStore(BaseKVStore):
             ).fetchall()
         return [key for (key,) in rows]
 
+    def count(self, collection: str = DEFAULT_COLLECTION) -> int:
+        """How many keys a collection has (counted in SQLite, none of them read out)."""
+        with self._lock:
+            (n,) = self._db.execute(
+                "SELECT COUNT(*) FROM kv WHERE collection = ?", (collection,)
+            ).fetchone()
+        return int(n)
+
     def delete_all(self, keys: list[str], collection: str = DEFAULT_COLLECTION) -> None:
         with self._writing() as db:
             db.executemany(

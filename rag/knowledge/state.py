@@ -60,6 +60,7 @@ class KBState:
         self.kv = kv or SqliteKVStore(":memory:")
         self.docstore = KVDocumentStore(self.kv)
         self._version = self._read_version()
+        self._documents: int | None = None  # counted at the first ask after each write
 
     @classmethod
     def open(cls, folder: Path) -> KBState:
@@ -102,6 +103,7 @@ class KBState:
         """Back to the last save."""
         self.kv.rollback()
         self._version = self._read_version()
+        self._documents = None
 
     def recorded_embedding(self) -> str | None:
         """The identity of the embedder this knowledge base was built with, if recorded."""
@@ -129,8 +131,16 @@ class KBState:
     # ----- reads ----------------------------------------------------------------
 
     def document_ids(self) -> list[str]:
-        """Sorted, read from the keys alone (``/ready`` counts them on every probe)."""
+        """Sorted, read from the keys alone (``document_count`` counts without them)."""
         return self.kv.keys(REF_DOCS)
+
+    def document_count(self) -> int:
+        """How many documents are current, counted once after each write that can change
+        it: ``/ready`` and the metrics ask on every probe, and listing the ids took
+        150-300 ms at 1,000,000 chunks (333,000 documents), on the event loop."""
+        if self._documents is None:
+            self._documents = self.kv.count(REF_DOCS)
+        return self._documents
 
     def hashes(self) -> dict[str, str | None]:
         return {d: self.docstore.get_document_hash(d) for d in self.document_ids()}
@@ -181,6 +191,7 @@ class KBState:
     def put(self, docs: Sequence[Document], nodes: Sequence[BaseNode], triples: Triples) -> None:
         """Make these document versions (their hashes, chunks and supplied triples)
         current in place of any earlier ones."""
+        self._documents = None
         for doc in docs:
             self.docstore.delete_ref_doc(doc.id_, raise_error=False)
             self.docstore.set_document_hash(doc.id_, doc.metadata[DOC_HASH_KEY])
@@ -196,6 +207,7 @@ class KBState:
 
     def forget(self, doc_id: str) -> None:
         """Drop a document: its chunks, its hash and its supplied triples."""
+        self._documents = None
         self.docstore.delete_ref_doc(doc_id, raise_error=False)
         self.docstore.delete_document(doc_id, raise_error=False)
         # The docstore has no public "forget this hash"; an absent hash is how upsert
@@ -206,6 +218,7 @@ class KBState:
     def replace_from_scan(self, found: CollectionScan) -> None:
         """Everything replaced by what a shared collection's committed points describe
         (the version kept)."""
+        self._documents = None
         version = self.version
         self.kv.clear()
         self.version = version

@@ -11,12 +11,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
+from llama_index.core.schema import Document, NodeRelationship, RelatedNodeInfo, TextNode
 from llama_index.core.storage.docstore import SimpleDocumentStore
 
 from rag.knowledge.base import KnowledgeBase
 from rag.knowledge.edge import EdgeIndex
 from rag.knowledge.embedding import EMBEDDING_DIM, Embedder
+from rag.knowledge.ingest import DOC_HASH_KEY
 from rag.knowledge.kvstore import SqliteKVStore
 from rag.knowledge.models import DocumentIn, EmbeddingPrecision
 from rag.knowledge.state import LEGACY_FILE, STATE_FILE, EmbeddingMismatchError, KBState
@@ -132,6 +133,42 @@ def test_uncommitted_changes_roll_back_and_commits_survive_a_reopen(tmp_path: Pa
     kv = SqliteKVStore(tmp_path / STATE_FILE)
     assert kv.get_all() == {"a": {"v": 1}}
     kv.close()
+
+
+def test_the_document_count_follows_every_write_and_rollback(tmp_path: Path) -> None:
+    """Counted once and kept (``/ready`` asks on every probe): each write that can
+    change it, kept or rolled back, makes the next ask count again."""
+    state = KBState.open(tmp_path)
+
+    def put(*ids: str) -> None:
+        docs = [Document(id_=d, text="", metadata={DOC_HASH_KEY: f"hash-{d}"}) for d in ids]
+        chunks = [
+            TextNode(id_=f"{d}#0", text=d, relationships={
+                NodeRelationship.SOURCE: RelatedNodeInfo(node_id=d)
+            })
+            for d in ids
+        ]  # fmt: skip
+        state.put(docs, chunks, {})
+
+    def counted() -> int:
+        assert state.document_count() == len(state.document_ids())
+        return state.document_count()
+
+    assert counted() == 0
+    put("a", "b")
+    assert counted() == 2
+    state.save()
+    put("c")
+    assert counted() == 3  # a pending write is seen, as the ids see it
+    state.rollback()
+    assert counted() == 2
+    state.forget("a")
+    assert counted() == 1
+    put("b", "d")  # one replaced, one new
+    assert counted() == 2
+    state.save()
+    state.close()
+    assert KBState.open(tmp_path).document_count() == 2
 
 
 def test_a_state_file_that_cannot_be_opened_is_a_clear_os_error(tmp_path: Path) -> None:
