@@ -16,7 +16,9 @@ from typing import ClassVar
 
 import numpy as np
 
-_EMPTY = np.zeros(0, dtype=np.int64)
+from kg.numbering import INDEX
+
+_EMPTY = np.zeros(0, dtype=INDEX)
 
 ChunkKey = tuple[str, str | None]
 """(doc_id, chunk_id); a chunk id of None files the edge for the whole document."""
@@ -31,7 +33,7 @@ class ChunkIndex:
 
     documents: dict[str, dict[str | None, int]] = field(default_factory=dict)
     edge_chunk: np.ndarray = field(default_factory=lambda: _EMPTY)
-    ptr: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
+    ptr: np.ndarray = field(default_factory=lambda: np.zeros(1, INDEX))
     order: np.ndarray = field(default_factory=lambda: _EMPTY)
 
     @classmethod
@@ -51,7 +53,7 @@ class ChunkIndex:
 
         ids = np.fromiter(
             (chunk_id(d, c) for d, c in zip(edge_doc, edge_chunk, strict=True)),
-            np.int64,
+            INDEX,
             len(edge_doc),
         )
         return cls._sorted(documents, ids, count)
@@ -60,9 +62,10 @@ class ChunkIndex:
     def _sorted(
         cls, documents: dict[str, dict[str | None, int]], edge_chunk: np.ndarray, size: int
     ) -> ChunkIndex:
-        ptr = np.zeros(size + 1, np.int64)
+        ptr = np.zeros(size + 1, INDEX)
         np.cumsum(np.bincount(edge_chunk, minlength=size), out=ptr[1:])
-        return cls(documents, edge_chunk, ptr, np.argsort(edge_chunk, kind="stable"))
+        order = np.argsort(edge_chunk, kind="stable").astype(INDEX)
+        return cls(documents, edge_chunk, ptr, order)
 
     def edges(self, doc_id: str, chunk_id: str | None) -> np.ndarray | None:
         """The chunk's edges, ascending (None: it states none)."""
@@ -118,7 +121,7 @@ class ChunkIndex:
     def _renumbered(
         cls, documents: dict[str, dict[str | None, int]], edge_chunk: np.ndarray, size: int
     ) -> ChunkIndex:
-        remap = np.full(size, -1, np.int64)
+        remap = np.full(size, -1, INDEX)
         fresh: dict[str, dict[str | None, int]] = {}
         count = 0
         for doc, chunks in documents.items():

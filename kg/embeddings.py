@@ -15,6 +15,7 @@ import numpy as np
 
 from kg.file_matrix import take_rows
 from kg.int8_rows import FLOAT_SLACK, Int8Rows, estimate, gather
+from kg.numbering import INDEX
 
 SCORE_MARGIN = 1e-5
 """How far apart two scores must be for six-decimal rounding to keep them apart, with room."""
@@ -282,7 +283,7 @@ class EmbeddingTable:
 
     def rows_for(self, keys: Sequence[str]) -> np.ndarray:
         """The matrix rows of ``keys`` (all must be present), as an index array."""
-        return np.fromiter((self._rows[k] for k in keys), dtype=np.int64, count=len(keys))
+        return np.fromiter((self._rows[k] for k in keys), dtype=INDEX, count=len(keys))
 
     def gather(self, keys: Sequence[str]) -> np.ndarray:
         """A new contiguous (len(keys), dim) array with the vectors of ``keys``."""
@@ -347,7 +348,7 @@ class VectorRows:
         int8 ``codes`` of its rows where a scan reads them all."""
         empty = Int8Rows.zeros(0, int(vectors.shape[1]))
         matrix = RowMatrix(vectors[:0], vectors, None if codes is None else (empty, codes))
-        return cls(matrix, np.arange(len(vectors), dtype=np.int64))
+        return cls(matrix, np.arange(len(vectors), dtype=INDEX))
 
     @property
     def shape(self) -> tuple[int, int]:

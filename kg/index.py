@@ -27,8 +27,9 @@ from kg.edge_lists import ChunkIndex
 from kg.embeddings import EmbeddingTable, VectorRows
 from kg.models import EdgeRow
 from kg.normalize import normalize_predicate
+from kg.numbering import INDEX
 
-_EMPTY_INT = np.zeros(0, dtype=np.int64)
+_EMPTY_INT = np.zeros(0, dtype=INDEX)
 
 
 def _no_vectors() -> VectorRows:
@@ -55,14 +56,14 @@ class GraphSnapshot:
 
     node_keys: list[str] = field(default_factory=list)
     node_names: list[str] = field(default_factory=list)
-    node_index: dict[str, int] = field(default_factory=dict)
     node_vectors: VectorRows = field(default_factory=_no_vectors)
     edge_subject: np.ndarray = field(default_factory=lambda: _EMPTY_INT)
     edge_object: np.ndarray = field(default_factory=lambda: _EMPTY_INT)
     # Normalized predicates, numbered: edges are ordered, and grouped, by them.
     edge_predicate_id: np.ndarray = field(default_factory=lambda: _EMPTY_INT)
+    # Each edge's position among its document's edges (its key is "<doc>#<position>").
+    edge_position: np.ndarray = field(default_factory=lambda: _EMPTY_INT)
     predicate_keys: list[str] = field(default_factory=list)
-    edge_key: list[str] = field(default_factory=list)
     edge_subject_name: list[str] = field(default_factory=list)
     edge_predicate: list[str] = field(default_factory=list)
     edge_object_name: list[str] = field(default_factory=list)
@@ -74,7 +75,7 @@ class GraphSnapshot:
     # stated by several documents is offered once.
     edge_group: np.ndarray = field(default_factory=lambda: _EMPTY_INT)
     edge_vectors: VectorRows = field(default_factory=_no_vectors)
-    adjacency_ptr: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
+    adjacency_ptr: np.ndarray = field(default_factory=lambda: np.zeros(1, INDEX))
     adjacency_edges: np.ndarray = field(default_factory=lambda: _EMPTY_INT)
     chunks: ChunkIndex = field(default_factory=ChunkIndex)
 
@@ -82,6 +83,13 @@ class GraphSnapshot:
     def edge_count(self) -> int:
         """Number of edges (triples) in the snapshot."""
         return len(self.edge_text)
+
+    def node_position(self, key: str) -> int | None:
+        """The node numbered ``key`` (its place in ``node_keys``, which is sorted), or None.
+        A search, not a dict: at 2.1 million entities a dict of them held about 150 MiB,
+        and each change built another beside it (a question looks up a few dozen keys)."""
+        at = bisect_left(self.node_keys, key)
+        return at if at < len(self.node_keys) and self.node_keys[at] == key else None
 
     def document_ids(self) -> list[str]:
         """Ids of the documents that state at least one edge, sorted."""
@@ -131,7 +139,7 @@ class GraphSnapshot:
         if not names:
             return cls()
         node_keys = sorted(names)
-        node_index = {key: i for i, key in enumerate(node_keys)}
+        node_index = {key: i for i, key in enumerate(node_keys)}  # while building only
         # Each edge's text as the triple table's own key object, not a second copy: 46 MiB
         # at 323,000 triples, held as long as the snapshot.
         texts = {text: text for text in triples}
@@ -140,19 +148,20 @@ class GraphSnapshot:
         rows.sort(key=lambda r: r[:6])
         predicate_ids: dict[str, int] = {}
         pid = np.fromiter(
-            (predicate_ids.setdefault(r[1], len(predicate_ids)) for r in rows), np.int64, len(rows)
+            (predicate_ids.setdefault(r[1], len(predicate_ids)) for r in rows), INDEX, len(rows)
         )
-        subject = np.fromiter((node_index[r[0]] for r in rows), np.int64, len(rows))
-        obj = np.fromiter((node_index[r[2]] for r in rows), np.int64, len(rows))
+        subject = np.fromiter((node_index[r[0]] for r in rows), INDEX, len(rows))
+        obj = np.fromiter((node_index[r[2]] for r in rows), INDEX, len(rows))
+        del node_index
         lists: dict[str, Any] = _edge_lists(rows)
         return cls(
             node_keys=node_keys,
             node_names=[names[key] for key in node_keys],
-            node_index=node_index,
             node_vectors=VectorRows.of(nodes, node_keys),
             edge_subject=subject,
             edge_object=obj,
             edge_predicate_id=pid,
+            edge_position=np.fromiter((r[5] for r in rows), INDEX, len(rows)),
             predicate_keys=list(predicate_ids),
             edge_group=_groups(subject, pid, obj),
             edge_vectors=VectorRows.of(triples, lists["edge_text"]),
@@ -166,22 +175,24 @@ class GraphSnapshot:
     ) -> GraphSnapshot:
         """The snapshot after ``change``, equal to ``build`` on the changed graph."""
         # Nodes: drop the removed, insert the new at their place in key order.
-        gone = sorted(self.node_index[k] for k in change.removed_nodes if k in self.node_index)
+        found = {k: self.node_position(k) for k in {*change.removed_nodes, *change.names}}
+        gone = sorted(n for k in change.removed_nodes if (n := found[k]) is not None)
         kept_keys = _without(self.node_keys, gone)
-        new_keys = sorted(k for k in change.names if k not in self.node_index)
+        new_keys = sorted(k for k in change.names if found[k] is None)
         slots = [bisect_left(kept_keys, k) for k in new_keys]
         node_keys = _with(kept_keys, slots, new_keys)
         node_names = _with(
             _without(self.node_names, gone), slots, [change.names[k] for k in new_keys]
         )
-        node_index = dict(zip(node_keys, range(len(node_keys)), strict=True))
+        # The nodes the change names, numbered in the new order (a few: searched, not mapped).
+        node_index = {key: bisect_left(node_keys, key) for key in change.names}
         for key, name in change.names.items():
             node_names[node_index[key]] = name
         keep_node = np.ones(len(self.node_keys), bool)
         keep_node[gone] = False
-        kept = np.arange(len(kept_keys))
-        renumber = np.full(len(self.node_keys), -1, np.int64)
-        renumber[keep_node] = kept + np.searchsorted(np.asarray(slots, np.int64), kept, "right")
+        kept = np.arange(len(kept_keys), dtype=INDEX)
+        renumber = np.full(len(self.node_keys), -1, INDEX)
+        renumber[keep_node] = kept + np.searchsorted(np.asarray(slots, INDEX), kept, "right")
 
         # Edges: drop the removed documents', insert the added at their canonical place.
         gone_edges = np.unique(self._document_edges(list(change.removed_docs)))
@@ -192,6 +203,7 @@ class GraphSnapshot:
         if (subject < 0).any() or (obj < 0).any():
             raise ValueError("the change removed a node that kept edges")
         pid = self.edge_predicate_id[keep]
+        position = self.edge_position[keep]
         drop = gone_edges.tolist()
         lists: dict[str, Any] = {name: _without(getattr(self, name), drop) for name in EDGE_LISTS}
         predicate_keys = list(self.predicate_keys)
@@ -199,7 +211,7 @@ class GraphSnapshot:
         rows = _edge_rows(change.edges, {})
         rows.sort(key=lambda r: r[:6])
 
-        def canonical(i: int) -> tuple[str, str, str, str, str, str]:
+        def canonical(i: int) -> tuple[str, str, str, str, str, int]:
             chunk = lists["edge_chunk"][i]
             return (
                 node_keys[subject[i]],
@@ -207,7 +219,7 @@ class GraphSnapshot:
                 node_keys[obj[i]],
                 lists["edge_doc"][i],
                 chunk or "",
-                lists["edge_key"][i],
+                int(position[i]),
             )
 
         positions: list[int] = []
@@ -218,19 +230,20 @@ class GraphSnapshot:
         for name, values in added.items():
             lists[name] = _with(lists[name], positions, values)
         if rows:
-            subject = np.insert(subject, positions, [node_index[r[0]] for r in rows])
-            obj = np.insert(obj, positions, [node_index[r[2]] for r in rows])
+            subject = np.insert(subject, positions, [bisect_left(node_keys, r[0]) for r in rows])
+            obj = np.insert(obj, positions, [bisect_left(node_keys, r[2]) for r in rows])
             new_pids = [predicate_ids.setdefault(r[1], len(predicate_ids)) for r in rows]
             predicate_keys = list(predicate_ids)
             pid = np.insert(pid, positions, new_pids)
+            position = np.insert(position, positions, [r[5] for r in rows])
         return GraphSnapshot(
             node_keys=node_keys,
             node_names=node_names,
-            node_index=node_index,
             node_vectors=_spliced(self.node_vectors, nodes, keep_node, slots, new_keys, node_keys),
             edge_subject=subject,
             edge_object=obj,
             edge_predicate_id=pid,
+            edge_position=position,
             predicate_keys=predicate_keys,
             edge_group=_groups(subject, pid, obj),
             edge_vectors=_spliced(
@@ -246,7 +259,6 @@ class GraphSnapshot:
 
 #: The per-edge lists of strings, in field order.
 EDGE_LISTS = (
-    "edge_key",
     "edge_subject_name",
     "edge_predicate",
     "edge_object_name",
@@ -259,7 +271,7 @@ EDGE_LISTS = (
 
 def _edge_rows(edges: Iterable[EdgeRow], texts: Mapping[str, str]) -> list[tuple[Any, ...]]:
     """One row per edge, its canonical sort key first: (subject key, predicate key,
-    object key, doc, chunk or "", edge key), then predicate, the edge, chunk, text (the
+    object key, doc, chunk or "", position), then predicate, the edge, chunk, text (the
     object ``texts`` holds for it, if any). The edge itself is kept, not a dict of its
     attributes: at 323,000 triples those dicts held 69 MiB after a crash's start (the
     pools they freed were not given back) and raised its peak as much."""
@@ -280,7 +292,7 @@ def _edge_rows(edges: Iterable[EdgeRow], texts: Mapping[str, str]) -> list[tuple
                 edge.object,
                 edge.doc_id,
                 edge.chunk_id or "",
-                edge.key,
+                edge.position,
                 predicate,
                 edge,
                 edge.chunk_id,
@@ -293,7 +305,6 @@ def _edge_rows(edges: Iterable[EdgeRow], texts: Mapping[str, str]) -> list[tuple
 def _edge_lists(rows: Sequence[tuple[Any, ...]]) -> dict[str, list[Any]]:
     """The ``EDGE_LISTS`` of ``_edge_rows``' rows, in their order."""
     return {
-        "edge_key": [r[5] for r in rows],
         "edge_subject_name": [r[7].subject_name for r in rows],
         "edge_predicate": [r[6] for r in rows],
         "edge_object_name": [r[7].object_name for r in rows],
@@ -306,7 +317,7 @@ def _edge_lists(rows: Sequence[tuple[Any, ...]]) -> dict[str, list[Any]]:
 
 def _groups(subject: np.ndarray, predicate: np.ndarray, obj: np.ndarray) -> np.ndarray:
     """Group numbers: consecutive edges with the same (subject, predicate, object) share one."""
-    group = np.zeros(len(subject), np.int64)
+    group = np.zeros(len(subject), INDEX)
     if len(subject) > 1:
         new = (subject[1:] != subject[:-1]) | (predicate[1:] != predicate[:-1])
         new |= obj[1:] != obj[:-1]
@@ -358,12 +369,12 @@ def _spliced(
 
 def _csr(subject: np.ndarray, obj: np.ndarray, node_count: int) -> dict[str, Any]:
     """Adjacency (both directions) as CSR: edges of node n are edges[ptr[n]:ptr[n+1]]."""
-    edge_ids = np.arange(len(subject), dtype=np.int64)
+    edge_ids = np.arange(len(subject), dtype=INDEX)
     loops = subject == obj  # a self-loop is listed once, not twice
     nodes = np.concatenate([subject, obj[~loops]])
     edges = np.concatenate([edge_ids, edge_ids[~loops]])
     order = np.lexsort((edges, nodes))
     counts = np.bincount(nodes, minlength=node_count)
-    ptr = np.zeros(node_count + 1, np.int64)
+    ptr = np.zeros(node_count + 1, INDEX)
     np.cumsum(counts, out=ptr[1:])
     return {"adjacency_ptr": ptr, "adjacency_edges": edges[order]}

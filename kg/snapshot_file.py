@@ -42,12 +42,13 @@ from kg.graph_file import GRAPH_DB_FILE, NODE, TRIPLE, GraphFile, GraphRows, Vec
 from kg.index import EDGE_LISTS, GraphSnapshot
 from kg.int8_rows import Int8Rows
 from kg.models import shared
+from kg.numbering import INDEX
 
 log = logging.getLogger(__name__)
 
 FILE = "snapshot.npz"
 #: Bumped when the saved fields change: an older file is ignored, not misread.
-FORMAT = 3
+FORMAT = 4
 _BLOCK_ROWS = 16_384
 #: The vector files of the snapshot with id ``id`` (``nodes`` or ``triples``).
 VECTOR_FILE = "snapshot-{id}-{kind}.npy"
@@ -56,17 +57,18 @@ _ARRAYS = (
     "edge_subject",
     "edge_object",
     "edge_predicate_id",
+    "edge_position",
     "edge_group",
     "adjacency_ptr",
     "adjacency_edges",
 )
 _STRINGS = ("node_keys", "node_names", "predicate_keys", *EDGE_LISTS)
 #: Lists whose strings are (nearly) all different: the others' are shared (``shared``).
-_UNIQUE = {"edge_key", "edge_text"}
+_UNIQUE = {"edge_text"}
 # Vectors are saved as matrices of their own: the nodes' in node order, the triple
 # texts' once per text with each edge's row.
 _VECTORS = {"node_vectors", "edge_vectors"}
-_DERIVED = {"node_index", "chunks"}
+_DERIVED = {"chunks"}
 assert {f.name for f in fields(GraphSnapshot)} == {*_ARRAYS, *_STRINGS, *_VECTORS, *_DERIVED}
 
 
@@ -130,7 +132,7 @@ def save(folder: Path, snapshot: GraphSnapshot, versions: dict[str, str]) -> Non
         }
     ).encode()
     arrays: dict[str, Any] = {n: np.ascontiguousarray(getattr(snapshot, n)) for n in _ARRAYS}
-    arrays["edge_rows"] = edge_rows
+    arrays["edge_rows"] = edge_rows.astype(INDEX)
     try:
         atomic_write(
             folder / FILE, lambda out: np.savez(out, meta=np.frombuffer(meta, np.uint8), **arrays)
@@ -255,7 +257,6 @@ def load(folder: Path) -> tuple[GraphSnapshot, dict[str, str]] | None:
     }
     _one_text_per_row(strings["edge_text"], edge_rows)
     snapshot = GraphSnapshot(
-        node_index={key: i for i, key in enumerate(strings["node_keys"])},
         node_vectors=node_vectors,
         edge_vectors=edge_vectors,
         chunks=ChunkIndex.of(strings["edge_doc"], strings["edge_chunk"]),

@@ -178,7 +178,7 @@ class SubgraphSelector:
         snap = snap if snap is not None else self._graph.snapshot
         lexical: list[int] = []
         for key in self.normalizer.candidate_keys(question, self.max_ngram_words):
-            node = snap.node_index.get(key)
+            node = snap.node_position(key)
             if node is not None:
                 lexical.append(node)
         passage_edges = _passage_edges(snap, passages)

@@ -73,12 +73,19 @@ def snapshot_content(snap: GraphSnapshot) -> dict[str, Any]:
     """What a snapshot says about the graph, comparable with ``==``: two snapshots of one
     graph agree on this however they were made (built, patched, read back), even where
     they number predicates or chunks, or lay out their vectors, differently."""
-    arrays = ("edge_subject", "edge_object", "edge_group", "adjacency_ptr", "adjacency_edges")
+    arrays = (
+        "edge_subject",
+        "edge_object",
+        "edge_position",
+        "edge_group",
+        "adjacency_ptr",
+        "adjacency_edges",
+    )
     lists = ("node_keys", "node_names", *EDGE_LISTS)
     return {
         **{name: list(getattr(snap, name)) for name in lists},
         **{name: getattr(snap, name).tolist() for name in arrays},
-        "node_index": dict(snap.node_index),
+        "node_position": {key: snap.node_position(key) for key in snap.node_keys},
         "edge_predicate_key": [snap.predicate_keys[p] for p in snap.edge_predicate_id],
         "node_vectors": np.asarray(snap.node_vectors).tolist(),
         "edge_vectors": np.asarray(snap.edge_vectors).tolist(),
