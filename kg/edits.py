@@ -1,20 +1,26 @@
-"""What changes edit (``kg.store.KnowledgeGraph`` owns one): each document's edges as the
-rows the file stores, each entity's display name and the edges that touch it, and how
-many edges state each triple text (a text no edge states loses its vector).
+"""What a change does to the graph, planned from the snapshot it changes.
 
-Nodes are keyed by normalized entity name; every edge is one triple from one document.
-These are plain dicts of the file's rows rather than a networkx graph: at 323,000
-triples the networkx graph took 2.2 KB a triple (an attribute dict per edge, nested
-adjacency dicts both ways) and 8 s to build at a start; nothing here needs a graph
-algorithm (the snapshot, ``kg.index``, is what queries walk).
+A change replaces some documents' edges. Its effects on the rest of the graph follow from
+the current ``GraphSnapshot`` (``kg.index``) and the new rows alone: which entities it
+touches, which are left without edges (gone), which display names stop being true, and
+which triple texts no edge states any more (their vectors go). So the snapshot is the
+graph's only state in memory; there is no second, editable copy of it.
+
+There was one until this module planned changes: each document's edges as ``EdgeRow``
+objects, each entity's incident edges and name, each text's count of edges. At 1,000,000
+chunks (3.2 million edges, 2.1 million entities) it held about 0.9 GiB beside the
+snapshot, and a start after a clean stop rebuilt it by reading every row of the graph's
+file at its first change (94-103 s).
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 
-from kg.index import SnapshotChange
+import numpy as np
+
+from kg.index import GraphSnapshot, SnapshotChange
 from kg.models import EdgeRow, Triple
 from kg.normalize import EntityNormalizer, normalize_predicate
 
@@ -42,135 +48,106 @@ def keyed_triples(
     return rows
 
 
-class GraphEdits:
-    """Documents' edges, entities' names and incident edges, triple texts' counts."""
-
-    def __init__(
-        self,
-        doc_edges: dict[str, list[EdgeRow]] | None = None,
-        names: dict[str, str] | None = None,
-        text_refs: Counter[str] | None = None,
-    ) -> None:
-        self.doc_edges: dict[str, list[EdgeRow]] = {} if doc_edges is None else doc_edges
-        self.node_names: dict[str, str] = {} if names is None else names
-        self.text_refs: Counter[str] = Counter() if text_refs is None else text_refs
-        # Each entity's edges (a self-loop once), in the order they were added: a list
-        # rather than a dict by (doc_id, position), which cost 0.3 KB more a triple; a
-        # document's removal filters the lists of the entities it touched.
-        self.incident: dict[str, list[EdgeRow]] = {}
-        for rows in self.doc_edges.values():
-            for row in rows:
-                self._link(row)
-
-    @classmethod
-    def of_rows(cls, edges: Iterable[EdgeRow], names: Mapping[str, str]) -> GraphEdits:
-        """From the file's rows (in (doc_id, position) order) and the nodes' names."""
-        doc_edges: dict[str, list[EdgeRow]] = {}
-        text_refs: Counter[str] = Counter()
-        for edge in edges:
-            doc_edges.setdefault(edge.doc_id, []).append(edge)
-            text_refs[edge.text] += 1
-        return cls(doc_edges, dict(names), text_refs)
-
-    def edges(self) -> Iterable[EdgeRow]:
-        """Every edge, document by document."""
-        return (row for rows in self.doc_edges.values() for row in rows)
-
-    def degree(self, node: str) -> int:
-        """Edges touching ``node``, a self-loop twice (as networkx counts)."""
-        return sum(2 if r.subject == r.object else 1 for r in self.incident.get(node, ()))
-
-    def names(self, nodes: Iterable[str]) -> dict[str, str]:
-        """Display names of those of ``nodes`` still in the graph."""
-        return {n: self.node_names[n] for n in nodes if n in self.node_names}
-
-    def snapshot_change(
-        self, docs: Collection[str], touched: set[str], removed_nodes: set[str]
-    ) -> SnapshotChange:
-        """What a change that replaced ``docs`` (and touched, removed these nodes) did,
-        for ``GraphSnapshot.apply``."""
-        return SnapshotChange(
-            removed_docs=set(docs),
-            edges=[r for doc_id in docs for r in self.doc_edges.get(doc_id, [])],
-            names=self.names(touched),
-            removed_nodes=removed_nodes,
-        )
-
-    def drop_edges(self, doc_id: str, released: set[str]) -> set[str]:
-        """Remove the document's edges; add texts no edge states any more to ``released``."""
-        touched: set[str] = set()
-        for row in self.doc_edges.pop(doc_id, []):
-            text = row.text
-            if self._release_text(text):
-                released.add(text)
-            touched.update((row.subject, row.object))
-        for node in touched:
-            self.incident[node] = [r for r in self.incident[node] if r.doc_id != doc_id]
-        return touched
-
-    def add_edges(self, doc_id: str, rows: list[KeyedTriple]) -> set[str]:
-        edges: list[EdgeRow] = []
-        touched: set[str] = set()
-        for i, (triple, sk, _, ok) in enumerate(rows):
-            row = EdgeRow.stored(
-                (
-                    doc_id,
-                    i,
-                    sk,
-                    ok,
-                    triple.predicate,
-                    triple.chunk_id,
-                    triple.source,
-                    triple.subject,
-                    triple.object,
-                )
+def edge_rows(documents: Mapping[str, Sequence[KeyedTriple]]) -> list[EdgeRow]:
+    """The rows the file stores for these documents' triples, document by document."""
+    return [
+        EdgeRow.stored(
+            (
+                doc_id,
+                i,
+                sk,
+                ok,
+                triple.predicate,
+                triple.chunk_id,
+                triple.source,
+                triple.subject,
+                triple.object,
             )
-            for key, name in ((row.subject, row.subject_name), (row.object, row.object_name)):
-                self.node_names.setdefault(key, name)
-            self._link(row)
-            self.text_refs[triple.text] += 1
-            edges.append(row)
-            touched.update((sk, ok))
-        if edges:
-            self.doc_edges[doc_id] = edges
-        return touched
+        )
+        for doc_id, rows in documents.items()
+        for i, (triple, sk, _, ok) in enumerate(rows)
+    ]
 
-    def settle_nodes(self, touched: set[str]) -> set[str]:
-        """Drop touched nodes left without edges (returned); keep survivors' display
-        names truthful."""
-        removed: set[str] = set()
-        for node in touched:
-            if node not in self.node_names:
-                continue
-            if not self.incident.get(node):
-                del self.node_names[node]
-                self.incident.pop(node, None)
-                removed.add(node)
-                continue
-            forms = self._surface_forms(node)
-            if self.node_names[node] not in forms:
-                # The document that named it is gone: take a remaining form, deterministically.
-                self.node_names[node] = min(forms)
-        return removed
 
-    def _link(self, row: EdgeRow) -> None:
-        self.incident.setdefault(row.subject, []).append(row)
-        if row.object != row.subject:
-            self.incident.setdefault(row.object, []).append(row)
+@dataclass(frozen=True)
+class GraphEdit:
+    """One change, planned (``plan``): what the snapshot applies and what the embedding
+    tables drop."""
 
-    def _surface_forms(self, node: str) -> set[str]:
-        forms: set[str] = set()
-        for row in self.incident[node]:
-            if row.subject == node:
-                forms.add(row.subject_name)
-            if row.object == node:
-                forms.add(row.object_name)
-        return forms
+    change: SnapshotChange
+    released: set[str] = field(default_factory=set)
+    """Triple texts that no edge states after the change."""
 
-    def _release_text(self, text: str) -> bool:
-        """One edge fewer states ``text``; True when none does any more."""
-        self.text_refs[text] -= 1
-        if self.text_refs[text] <= 0:
-            del self.text_refs[text]
-            return True
-        return False
+    @property
+    def touched(self) -> set[str]:
+        """Entities the change touched: those that remain and those gone."""
+        return {*self.change.names, *self.change.removed_nodes}
+
+
+def plan(snap: GraphSnapshot, documents: Mapping[str, Sequence[KeyedTriple]]) -> GraphEdit:
+    """The change that replaces ``documents``' edges (an empty list: the document's go).
+
+    An entity keeps its display name while an edge still names it so; one the graph did
+    not have takes the first name the new rows give it (document by document, a row's
+    subject before its object); one whose name no remaining edge uses takes the least of
+    the names they use. An entity left without edges is gone."""
+    rows = edge_rows(documents)
+    dropped = snap.document_edges(list(documents))
+    gone = np.zeros(snap.edge_count, bool)
+    gone[dropped] = True
+    first_names: dict[str, str] = {}
+    new_forms: dict[str, set[str]] = {}
+    for row in rows:
+        for key, name in ((row.subject, row.subject_name), (row.object, row.object_name)):
+            first_names.setdefault(key, name)
+            new_forms.setdefault(key, set()).add(name)
+    ends = np.unique(np.concatenate([snap.edge_subject[dropped], snap.edge_object[dropped]]))
+    touched = {snap.node_keys[n] for n in ends.tolist()} | set(first_names)
+    names: dict[str, str] = {}
+    removed: set[str] = set()
+    for key in touched:
+        at = snap.node_position(key)
+        forms = new_forms.get(key, set())
+        if at is not None:
+            forms = forms | set(_surface_forms(snap, at, gone))
+        if not forms:  # only a node the graph had can be left without edges
+            removed.add(key)
+            continue
+        name = snap.node_names[at] if at is not None else first_names[key]
+        names[key] = name if name in forms else min(forms)
+    return GraphEdit(
+        SnapshotChange(removed_docs=set(documents), edges=rows, names=names, removed_nodes=removed),
+        _released(snap, dropped, gone, {row.text for row in rows}),
+    )
+
+
+def _surface_forms(snap: GraphSnapshot, node: int, gone: np.ndarray) -> Iterator[str]:
+    """The names the edges of ``node`` that stay give it."""
+    edges = snap.incident(node)
+    edges = edges[~gone[edges]]
+    for edge in edges[snap.edge_subject[edges] == node].tolist():
+        yield snap.edge_subject_name[edge]
+    for edge in edges[snap.edge_object[edges] == node].tolist():
+        yield snap.edge_object_name[edge]
+
+
+def _released(
+    snap: GraphSnapshot, dropped: np.ndarray, gone: np.ndarray, restated: set[str]
+) -> set[str]:
+    """Texts of the ``dropped`` edges that neither an edge that stays nor a new one
+    (``restated``) states. Edges that state one text share its vector row, so the rows
+    tell, in one pass of numpy over the edges, without a count kept per text."""
+    if not dropped.size:
+        return set()
+    rows = snap.edge_vectors.rows
+    dropped_rows = rows[dropped]
+    wanted = np.zeros(int(rows.max()) + 1, bool)
+    wanted[dropped_rows] = True
+    kept = rows[~gone]
+    stated = np.zeros_like(wanted)
+    stated[kept[wanted[kept]]] = True
+    return {
+        snap.edge_text[edge]
+        for edge, row in zip(dropped.tolist(), dropped_rows.tolist(), strict=True)
+        if not stated[row]
+    } - restated

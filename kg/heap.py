@@ -1,10 +1,12 @@
 """The process's memory around the graph's large one-off work: the cyclic collector
 paused while it builds, and the heap it freed handed back to the system after.
 
-A start's build of what changes edit allocates an object or more per edge, all of them
-kept: the collector's passes over them found nothing to collect. At 323,000 triples the
-load and build took 6.5 s with it, 4.5-5.8 s paused (a probe of the two alone); at 3.2
-million, the build 89 s with it and 74 s paused (``bench.kg_memory``, one run each).
+A start's build of the graph from the file's rows allocates an object or more per edge,
+all of them kept while it builds: the collector's passes over them found nothing to
+collect. At 323,000 triples the load and the build of the editable copy of the graph that
+changes used until ``kg.edits`` planned them from the snapshot took 6.5 s with it,
+4.5-5.8 s paused (a probe of the two alone); at 3.2 million, that build took 89 s with it
+and 74 s paused (``bench.kg_memory``, one run each).
 
 glibc keeps what a process frees for its next allocations, and each large block freed
 raises the size from which it serves blocks from mappings of their own, so the arrays

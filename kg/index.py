@@ -1,14 +1,15 @@
 """An immutable, array-based view of the graph built for fast subgraph selection.
 
-The rows the store edits (``kg.edits``) are its source of truth, but walking them and
+The graph's file (``kg.graph_file``) is its source of truth, but walking its rows and
 sorting edges per query would cost milliseconds. The store keeps one ``GraphSnapshot``:
 nodes and edges in a canonical order (so results never depend on insertion history),
 adjacency in CSR form, per-chunk edge lists (``kg.edge_lists``) and the vectors as rows
 of the embedding tables (``VectorRows``, no copies). Queries read a snapshot without
 locks; a change swaps in a new one.
 
-A start builds it whole (``build_from``, from the file's rows, before what changes edit
-is built). A change patches the previous one (``apply``): rebuilt whole, one document's
+A start after a crash builds it whole (``build_from``, from the file's rows); one after a
+clean stop reads it back (``kg.snapshot_file``). A change, planned from it
+(``kg.edits``), patches it (``apply``): rebuilt whole, one document's
 change took 8.6 s of its 10.6 s at 323,000 triples, all of it Python work per edge; the
 patch does Python work per changed edge and array copies for the rest. Both give the same
 snapshot (``tests/kg/test_snapshot_apply.py``).
@@ -97,7 +98,7 @@ class GraphSnapshot:
 
     def document_entities(self, doc_ids: Sequence[str]) -> set[str]:
         """Keys of the entities the edges of these documents join."""
-        edges = self._document_edges(doc_ids)
+        edges = self.document_edges(doc_ids)
         if not edges.size:
             return set()
         nodes = np.unique(np.concatenate([self.edge_subject[edges], self.edge_object[edges]]))
@@ -105,7 +106,7 @@ class GraphSnapshot:
 
     def document_edge_vectors(self, doc_ids: Sequence[str]) -> np.ndarray:
         """(n, dim) vectors of the edges these documents state (none: an empty array)."""
-        edges = self._document_edges(doc_ids)
+        edges = self.document_edges(doc_ids)
         if not edges.size or not self.edge_vectors.size:
             return np.zeros((0, 0), np.float32)
         return np.asarray(self.edge_vectors[edges], dtype=np.float32)
@@ -122,7 +123,8 @@ class GraphSnapshot:
         """Edge indices touching ``node`` (either direction), ascending."""
         return self.adjacency_edges[self.adjacency_ptr[node] : self.adjacency_ptr[node + 1]]
 
-    def _document_edges(self, doc_ids: Sequence[str]) -> np.ndarray:
+    def document_edges(self, doc_ids: Sequence[str]) -> np.ndarray:
+        """The edges these documents state: each document's, ascending, in turn."""
         found = [self.chunks.document(d) for d in dict.fromkeys(doc_ids)]
         return np.concatenate(found) if found else _EMPTY_INT
 
@@ -195,7 +197,7 @@ class GraphSnapshot:
         renumber[keep_node] = kept + np.searchsorted(np.asarray(slots, INDEX), kept, "right")
 
         # Edges: drop the removed documents', insert the added at their canonical place.
-        gone_edges = np.unique(self._document_edges(list(change.removed_docs)))
+        gone_edges = np.unique(self.document_edges(list(change.removed_docs)))
         keep = np.ones(self.edge_count, bool)
         keep[gone_edges] = False
         subject = renumber[self.edge_subject[keep]]

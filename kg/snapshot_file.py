@@ -174,8 +174,8 @@ def read_rows(
     graph_file: GraphFile, folder: Path, legacy: Any = None, to_files: bool = True
 ) -> GraphRows:
     """Every row of ``graph_file``, its vectors written to vector files of no snapshot
-    and mapped (``file_sink``): a start after a crash held them all in memory until
-    what changes edit was built (8.2 GB at 1,000,000 chunks). Where the disk refuses
+    and mapped (``file_sink``): a start after a crash once held them all in memory
+    until its first change (8.2 GB at 1,000,000 chunks). Where the disk refuses
     the files, or not ``to_files`` (a graph that writes nothing), into memory (the
     first with a warning; ``map_tables`` tries again later)."""
     if not to_files:
@@ -239,8 +239,8 @@ def load(folder: Path) -> tuple[GraphSnapshot, dict[str, str]] | None:
             arrays = {name: saved[name] for name in _ARRAYS}
             edge_rows = saved["edge_rows"]
         nodes = _mapped(folder, meta["id"], "nodes")
-        # Coded here, not when a first change builds what changes edit: until then each
-        # chat's entity link would scan the float32 rows (at 2.1 million entities 144 ms
+        # Coded here, not when the first change gives the tables their vectors: until then
+        # each chat's entity link would scan the float32 rows (at 2.1 million entities 144 ms
         # and 3.2 GB of pages, against 41 ms from the codes; coding them 5.4-6.0 s).
         node_vectors = VectorRows.stacked(nodes, Int8Rows.of(nodes))
         edge_vectors = VectorRows(_mapped(folder, meta["id"], "triples"), edge_rows)

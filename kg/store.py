@@ -2,16 +2,16 @@
 
 Nodes are keyed by normalized entity name and keep a display name; every edge is one triple
 from one document (predicate, doc_id, chunk_id, source, and the subject/object surface
-forms that document used; ``kg.edits`` edits them). The graph always mirrors the
-documents: replacing a document swaps its edges, removing one drops its edges and then any
-node left without edges.
+forms that document used). The graph always mirrors the documents: replacing a document
+swaps its edges, removing one drops its edges and then any node left without edges.
 
 ``kg.graph_file`` persists it: each change writes only the rows it touches, in one SQLite
-transaction, with the versions of the documents it reflects. What changes edit, the
-embedding tables and the read-only ``GraphSnapshot`` live in memory and are rebuilt from
-the file at start: the snapshot first (read back from ``kg.snapshot_file`` after a clean
-close, its vectors mapped from their files rather than read), the rest after it in a
-thread (``load``).
+transaction, with the versions of the documents it reflects. In memory the graph is one
+read-only ``GraphSnapshot`` (``kg.index``), which each change replaces (planned from it by
+``kg.edits``), and the embedding tables its vectors come from. A start builds the snapshot
+from the file's rows, or reads it back from ``kg.snapshot_file`` after a clean close (its
+vectors mapped from their files rather than read); then the tables take its vectors
+(``load``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from kg import heap, snapshot_file
-from kg.edits import GraphEdits, keyed_triples
+from kg.edits import keyed_triples, plan
 from kg.embeddings import EmbeddingTable, EmbedFn, embed_checked
 from kg.graph_file import (
     GRAPH_DB_FILE,
@@ -39,7 +39,7 @@ from kg.index import GraphSnapshot
 from kg.legacy import read_legacy_folder
 from kg.models import EntityInfo, Neighbourhood, Triple
 from kg.normalize import EntityNormalizer, default_normalizer
-from kg.views import around, edge_triple, search_entities
+from kg.views import around, document_triples, edge_rows, search_entities
 
 log = logging.getLogger(__name__)
 
@@ -66,18 +66,15 @@ class KnowledgeGraph:
         self._normalizer = normalizer
         self._autosave = autosave
         self._lock = threading.RLock()
-        self._edits = GraphEdits()
         self._node_vectors = EmbeddingTable(quantized=True)  # a question scans every row
         self._triple_vectors = EmbeddingTable()
         self._snapshot = GraphSnapshot()
         self._versions: dict[str, str] = {}
-        # The rows (and their nodes' names) what changes edit is yet to be built from.
-        self._pending: tuple[GraphRows, dict[str, str]] | None = None
-        self._unread = False  # the snapshot was read back: the rows are yet to be read
+        self._unread = False  # the snapshot was read back: the tables are yet to take it
         self._vectors_read = False  # a start read the vectors into memory (not mapped)
         self._behind = False  # a write failed: the file is behind memory until ``save``
         self._closed = False
-        self._prepared = threading.Event()  # what changes edit is built
+        self._prepared = threading.Event()  # the graph is ready for changes (``prepare``)
         self._file = GraphFile(self._folder)
         if load:
             self.load()
@@ -121,29 +118,22 @@ class KnowledgeGraph:
 
     def triples_for_document(self, doc_id: str) -> list[Triple]:
         """The document's triples in the order they were given (empty if unknown)."""
-        with self._lock:
-            self._mutable()
-            return [edge_triple(row) for row in self._edits.doc_edges.get(doc_id, [])]
+        return document_triples(self._snapshot, doc_id)
 
     def search_entities(self, q: str, limit: int = 20) -> list[EntityInfo]:
         """``kg.views.search_entities`` on this graph."""
-        with self._lock:
-            self._mutable()
-            return search_entities(self._edits, self.normalizer, q, limit)
+        return search_entities(self._snapshot, self.normalizer, q, limit)
 
     def around(self, name: str, limit: int = 50) -> Neighbourhood | None:
         """``kg.views.around`` on this graph."""
-        with self._lock:
-            self._mutable()
-            return around(self._edits, self.normalizer, name, limit)
+        return around(self._snapshot, self.normalizer, name, limit)
 
     # -- write side -----------------------------------------------------------------------
 
     def remove_document(self, doc_id: str) -> bool:
         """Drop the document's triples and any entity left without edges; False if unknown."""
         with self._lock:
-            self._mutable()
-            known = doc_id in self._edits.doc_edges or doc_id in self._versions
+            known = doc_id in self._snapshot.chunks.documents or doc_id in self._versions
             if known:
                 self.remove_documents([doc_id])
             return known
@@ -175,31 +165,23 @@ class KnowledgeGraph:
         }
         with self._lock:
             self._mutable()
+            edit = plan(self._snapshot, prepared)
+            rows = edit.change.edges
             added_nodes, added_texts = self._embed_missing(
                 [
-                    (key, t.subject if key == sk else t.object)
-                    for rows in prepared.values()
-                    for t, sk, _, ok in rows
-                    for key in (sk, ok)
+                    (key, name)
+                    for r in rows
+                    for key, name in ((r.subject, r.subject_name), (r.object, r.object_name))
                 ],
-                [t.text for rows in prepared.values() for t, _, _, _ in rows],
+                [r.text for r in rows],
             )
-            touched: set[str] = set()
-            released: set[str] = set()
-            for doc_id, rows in prepared.items():
-                touched |= self._edits.drop_edges(doc_id, released)
-                touched |= self._edits.add_edges(doc_id, rows)
-            removed_nodes = self._edits.settle_nodes(touched)
-            # A text released by one document may be stated by another in the same change.
-            released = {t for t in released if t not in self._edits.text_refs}
+            removed_nodes = set(edit.change.removed_nodes)
             self._node_vectors.discard(removed_nodes)
-            self._triple_vectors.discard(released)
+            self._triple_vectors.discard(edit.released)
             filed = {**self._versions, **versions}  # None: the document's version removed
             self._versions = {doc_id: v for doc_id, v in filed.items() if v is not None}
             self._snapshot = self._snapshot.apply(
-                self._edits.snapshot_change(prepared, touched, removed_nodes),
-                self._node_vectors,
-                self._triple_vectors,
+                edit.change, self._node_vectors, self._triple_vectors
             )
             new_texts = [t for t in added_texts if t in self._triple_vectors]
             new_facts = self._triple_vectors.gather(new_texts)
@@ -211,13 +193,13 @@ class KnowledgeGraph:
                         GraphChange(
                             replaced=set(prepared),
                             versions=dict(versions),
-                            edges=[r for d in prepared for r in self._edits.doc_edges.get(d, [])],
-                            nodes=self._edits.names(touched),
+                            edges=list(rows),
+                            nodes=dict(edit.change.names),
                             removed_nodes=removed_nodes,
                             node_vectors=Vectors.of(self._node_vectors, added_nodes),
                             triple_vectors=Vectors.of(self._triple_vectors, added_texts),
                             removed_node_vectors=removed_nodes,
-                            removed_triple_vectors=released,
+                            removed_triple_vectors=edit.released,
                         )
                     )
             finally:
@@ -228,12 +210,13 @@ class KnowledgeGraph:
         """Write the whole graph to the folder's file (each change does, with autosave)."""
         with self._lock:
             self._mutable()
-            nodes, texts = sorted(self._edits.node_names), sorted(self._edits.text_refs)
+            snap = self._snapshot
+            nodes, texts = snap.node_keys, sorted(set(snap.edge_text))
             snapshot_file.discard(self._folder)
             self._file.replace(
                 GraphRows(
-                    edges=list(self._edits.edges()),
-                    nodes=self._edits.names(nodes),
+                    edges=list(edge_rows(snap)),
+                    nodes=dict(zip(nodes, snap.node_names, strict=True)),
                     node_vectors=Vectors.of(self._node_vectors, nodes),
                     triple_vectors=Vectors.of(self._triple_vectors, texts),
                     versions=dict(self._versions),
@@ -283,11 +266,10 @@ class KnowledgeGraph:
         """Read the graph from its folder (the constructor does, unless ``load=False``).
 
         The snapshot that chats read is built from the file's rows (after a clean close,
-        read back instead); what changes edit is built after, in a thread, and a change
-        or an operator's view that comes first waits for it. ``prepare=False`` starts no
-        thread: the first change or view builds it (the service's way: at 323,000
-        triples, built beside a start, it slowed /ready to 30.1 s from 4 s for the
-        snapshot itself, and after it the first chat to 5.3 s)."""
+        read back instead). What a change needs besides (``prepare``) is done after, in a
+        thread, and a change that comes first waits for it. ``prepare=False`` starts no
+        thread: the first change does it (the service's way: work beside a start slowed
+        /ready at 323,000 triples to 30.1 s from 4 s for the snapshot itself)."""
         started = time.perf_counter()
         with self._lock, heap.collector_paused():
             self._closed = False
@@ -297,13 +279,7 @@ class KnowledgeGraph:
                 self._snapshot, self._versions = saved
                 self._unread = True
             else:
-                rows = snapshot_file.read_rows(
-                    self._file, self._folder, read_legacy_folder, self._autosave
-                )
-                names = self._adopt(rows)
-                self._snapshot = GraphSnapshot.build_from(
-                    rows.edges, names, self._node_vectors, self._triple_vectors
-                )
+                self._read()
         log.info(
             "knowledge graph: %d triples %s in %.1f s",
             self._snapshot.edge_count,
@@ -311,84 +287,88 @@ class KnowledgeGraph:
             time.perf_counter() - started,
         )
         self._prepared.clear()
-        if self._pending is None and not self._unread:
+        if not self._unread and not self._vectors_to_map():
             self._prepared.set()
         elif prepare:
             self.prepare()
 
     def prepare(self) -> None:
-        """Build what changes edit (from the rows read) in a thread now;
-        a change or an operator's view that comes first builds it itself."""
+        """Make the graph ready for changes in a thread now (``_mutable``); a change that
+        comes first does it itself."""
         threading.Thread(target=self._build_graph, name="kg-graph", daemon=True).start()
 
     def wait_prepared(self, timeout: float | None = None) -> bool:
-        """Wait until what changes edit is built (``prepare``); False on ``timeout``."""
+        """Wait until the graph is ready for changes (``prepare``); False on ``timeout``."""
         return self._prepared.wait(timeout)
 
-    def _adopt(self, rows: GraphRows) -> dict[str, str]:
-        """Take the file's versions and vectors (repaired), keep the rows for what changes
-        edit; return the nodes' display names."""
-        nodes = rows.node_vectors
-        self._vectors_read = bool(nodes.keys) and nodes.matrix.flags.writeable
+    def _read(self) -> None:
+        """Build the snapshot from every row of the file (a start after a crash, or a
+        file changed since the snapshot was saved), the tables from its vectors."""
+        rows = snapshot_file.read_rows(self._file, self._folder, read_legacy_folder, self._autosave)
         self._versions = dict(rows.versions)
+        self._adopt(rows.node_vectors, rows.triple_vectors)
+        names = node_names(rows)
+        self._repair_vectors(names, {edge.text for edge in rows.edges})
+        self._snapshot = GraphSnapshot.build_from(
+            rows.edges, names, self._node_vectors, self._triple_vectors
+        )
+
+    def _adopt(self, nodes: Vectors, triples: Vectors) -> None:
+        """Take these vectors as the embedding tables."""
+        self._vectors_read = bool(nodes.keys) and nodes.matrix.flags.writeable
         self._node_vectors = EmbeddingTable.adopt(
             nodes.keys, nodes.matrix, quantized=True, codes=nodes.codes
         )
-        self._triple_vectors = EmbeddingTable.adopt(
-            rows.triple_vectors.keys, rows.triple_vectors.matrix
-        )
-        names = node_names(rows)
-        self._repair_vectors(names, {edge.text for edge in rows.edges})
-        self._pending = rows, names
-        return names
+        self._triple_vectors = EmbeddingTable.adopt(triples.keys, triples.matrix)
+
+    def _vectors_to_map(self) -> bool:
+        """A start read the vectors into memory (the disk refused their files), and a
+        change would write them out (``_mutable``)."""
+        return self._vectors_read and self._autosave
 
     def _build_graph(self) -> None:
         with self._lock:  # logged before a change waiting on the lock goes on
             try:
                 if not self._closed:  # closed first (a short test, a start that failed)
                     self._mutable()
-            except Exception:  # the rows stay: the next change or view builds it
-                log.exception("knowledge graph: building the graph after the start failed")
+            except Exception:  # done again by the next change
+                log.exception("knowledge graph: preparing the graph for changes failed")
 
     @heap.collector_paused()
     def _mutable(self) -> None:
-        """Build what changes edit from the rows a start read, if not yet done (the
-        caller holds the lock). A build that fails is tried again on the next call."""
+        """Make the graph ready for a change, if not yet done (the caller holds the lock);
+        what fails is tried again on the next call.
+
+        After a start that read the snapshot back: the file is checked against it (its
+        count of edges and the documents' versions; a file changed since, not through this
+        graph, is read again) and the tables take the snapshot's vectors. No row is read:
+        building an editable copy of the graph from them took 94-103 s at 1,000,000
+        chunks. After a start that read the vectors into memory, they move to files."""
+        started = time.perf_counter()
         if self._unread:
-            read = self._file.read(legacy=read_legacy_folder, vectors=False)
-            if (len(read.edges), read.versions) == (self._snapshot.edge_count, self._versions):
-                read.node_vectors, read.triple_vectors = snapshot_file.table_vectors(self._snapshot)
-                self._adopt(read)
-            else:  # the file changed after the start (not through this graph)
+            if self._file.summary() == (self._snapshot.edge_count, self._versions):
+                self._adopt(*snapshot_file.table_vectors(self._snapshot))
+            else:
                 log.warning("knowledge graph: the file changed since the start; re-indexing")
-                read = snapshot_file.read_rows(
-                    self._file, self._folder, read_legacy_folder, self._autosave
-                )
-                names = self._adopt(read)
-                self._snapshot = GraphSnapshot.build_from(
-                    read.edges, names, self._node_vectors, self._triple_vectors
-                )
+                self._read()
             self._unread = False
-        if self._pending is not None:
-            started = time.perf_counter()
-            rows, names = self._pending
-            self._edits = GraphEdits.of_rows(rows.edges, names)
-            self._pending = None
-            if self._vectors_read and self._autosave:  # out of the process's memory
-                tables = snapshot_file.map_tables(
-                    self._folder, self._node_vectors, self._triple_vectors
-                )
-                if tables is not None:  # else they stay (logged)
-                    self._node_vectors, self._triple_vectors = tables
-                    self._snapshot = self._snapshot.with_vectors(*tables)
-                    self._vectors_read = False
-            heap.trim()
-            self._prepared.set()
-            log.info(
-                "knowledge graph: %d triples ready for changes (built in %.1f s)",
-                len(rows.edges),
-                time.perf_counter() - started,
+        elif not self._vectors_to_map():
+            return
+        if self._vectors_to_map():  # out of the process's memory
+            tables = snapshot_file.map_tables(
+                self._folder, self._node_vectors, self._triple_vectors
             )
+            if tables is not None:  # else they stay (logged)
+                self._node_vectors, self._triple_vectors = tables
+                self._snapshot = self._snapshot.with_vectors(*tables)
+                self._vectors_read = False
+        heap.trim()
+        self._prepared.set()
+        log.info(
+            "knowledge graph: %d triples ready for changes (in %.1f s)",
+            self._snapshot.edge_count,
+            time.perf_counter() - started,
+        )
 
     def _repair_vectors(self, names: Mapping[str, str], texts: set[str]) -> None:
         """Embed vectors that are missing, drop orphaned ones (normally a no-op: a change

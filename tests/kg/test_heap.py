@@ -1,6 +1,6 @@
-"""``kg.heap``: the heap is handed back after each change and after what changes edit is
-built, and the cyclic collector is paused while a start builds (what they save is
-measured by ``bench.kg_memory``, not here)."""
+"""``kg.heap``: the heap is handed back after each change and after a start's graph is
+made ready for changes, and the cyclic collector is paused while it is (what they save
+is measured by ``bench.kg_memory``, not here)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import pytest
 import kg.heap
 import kg.store
 from kg import EmbedFn, KnowledgeGraph
-from kg.edits import GraphEdits
 from tests.kg.kg_testdata import supplied
 
 
@@ -28,15 +27,16 @@ def test_a_change_and_a_build_hand_the_heap_back(
 
     monkeypatch.setattr(kg.heap, "_trim", record)
     graph = KnowledgeGraph(tmp_path / "kg", embed_fn)
-    graph.replace_documents({"a": supplied("a", ("Lyon", "lies on", "Rhone"))})  # builds too
+    graph.replace_documents({"a": supplied("a", ("Lyon", "lies on", "Rhone"))})
     graph.remove_documents(["a"])
-    assert calls == [0, 0, 0]
+    assert calls == [0, 0]
     graph.replace_documents({"b": supplied("b", ("Ada", "wrote", "Notes"))})
-    again = KnowledgeGraph(tmp_path / "kg", embed_fn, load=False)  # after a crash
+    graph.close()
+    again = KnowledgeGraph(tmp_path / "kg", embed_fn, load=False)  # after a clean stop
     again.load(prepare=False)
     calls.clear()
-    assert again.triples_for_document("b")  # builds what changes edit
-    assert calls == [0]
+    again.remove_documents(["b"])  # makes the graph ready for changes, then changes it
+    assert calls == [0, 0]
 
 
 def test_without_malloc_trim_it_does_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -49,18 +49,19 @@ def test_the_collector_is_paused_while_a_start_builds_and_runs_after(
 ) -> None:
     graph = KnowledgeGraph(tmp_path / "kg", embed_fn)
     graph.replace_documents({"a": supplied("a", ("Lyon", "lies on", "Rhone"))})
+    graph.close()
     seen: list[bool] = []
-    of_rows = kg.store.GraphEdits.of_rows
+    table_vectors = kg.store.snapshot_file.table_vectors
 
-    def recording(*args: Any) -> GraphEdits:
+    def recording(*args: Any) -> Any:
         seen.append(gc.isenabled())
-        return of_rows(*args)
+        return table_vectors(*args)
 
-    monkeypatch.setattr(kg.store.GraphEdits, "of_rows", recording)
-    again = KnowledgeGraph(tmp_path / "kg", embed_fn, load=False)  # after a crash
+    monkeypatch.setattr(kg.store.snapshot_file, "table_vectors", recording)
+    again = KnowledgeGraph(tmp_path / "kg", embed_fn, load=False)  # after a clean stop
     again.load(prepare=False)
     assert gc.isenabled()
-    assert again.triples_for_document("a")  # builds what changes edit
+    again.remove_documents(["a"])  # makes the graph ready for changes first
     assert seen == [False] and gc.isenabled()
 
 

@@ -1,5 +1,5 @@
-"""A start: the snapshot chats read is built from the file's rows, and what changes
-edit is built after it, in a thread (``KnowledgeGraph.load``)."""
+"""A start: the snapshot chats read is built from the file's rows (or read back), and
+what changes need besides is done after it, in a thread (``KnowledgeGraph.load``)."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def test_a_start_builds_the_snapshot_a_change_builds(
     assert (again.node_count, again.edge_count) == (saved.node_count, saved.edge_count)
     for doc in saved.document_ids():
         assert again.triples_for_document(doc) == saved.triples_for_document(doc)
-    # And the graph built after the start edits as the one that was never closed.
+    # And the graph after the start edits as the one that was never closed.
     for graph in (saved, again):
         graph.remove_documents(["paris"])
     assert_same_snapshot(again.snapshot, saved.snapshot)
@@ -57,17 +57,19 @@ def test_a_start_builds_the_snapshot_a_change_builds(
 def test_reads_do_not_wait_for_the_graph_and_a_change_does(
     saved: KnowledgeGraph, embed_fn: EmbedFn, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The build is held (an event it waits on) to show what waits for it."""
+    """After a clean stop the embedding tables take the snapshot's vectors in a thread;
+    that step is held (an event it waits on) to show what waits for it."""
+    saved.close()
     release = threading.Event()
     building = threading.Event()
-    build = kg.store.GraphEdits.of_rows
+    build = kg.store.snapshot_file.table_vectors
 
     def held(*rows: Any) -> Any:
         building.set()
         assert release.wait(timeout=60)
         return build(*rows)
 
-    monkeypatch.setattr(kg.store.GraphEdits, "of_rows", held)
+    monkeypatch.setattr(kg.store.snapshot_file, "table_vectors", held)
     embed = CountingEmbed(embed_fn)
     again = KnowledgeGraph(saved.folder, embed)
     assert building.wait(timeout=60)
@@ -103,8 +105,9 @@ def test_a_failed_build_is_logged_and_done_by_the_next_change(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """Injected: the first build raises MemoryError."""
-    build = kg.store.GraphEdits.of_rows
+    """Injected: the first preparation (after a clean stop) raises MemoryError."""
+    saved.close()
+    build = kg.store.snapshot_file.table_vectors
     failed = threading.Event()
     calls: list[int] = []
 
@@ -115,12 +118,12 @@ def test_a_failed_build_is_logged_and_done_by_the_next_change(
             raise MemoryError("injected")
         return build(*rows)
 
-    monkeypatch.setattr(kg.store.GraphEdits, "of_rows", once)
+    monkeypatch.setattr(kg.store.snapshot_file, "table_vectors", once)
     with caplog.at_level(logging.ERROR, logger="kg.store"):
         again = KnowledgeGraph(saved.folder, embed_fn)
         assert failed.wait(timeout=60)
-        again.remove_documents(["paris"])  # builds the graph first, then applies
-    assert "building the graph after the start failed" in caplog.text
+        again.remove_documents(["paris"])  # prepares the graph first, then applies
+    assert "preparing the graph for changes failed" in caplog.text
     assert len(calls) == 2
     assert again.document_ids() == ["curie", "facts", "more"]
     saved.remove_documents(["paris"])

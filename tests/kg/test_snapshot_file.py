@@ -97,12 +97,12 @@ def test_a_start_after_a_clean_close_reads_the_snapshot_back(
     assert again.document_versions() == saved.document_versions()
     assert again.document_ids() == saved.document_ids()
     monkeypatch.setattr(kg.store.KnowledgeGraph, "_build_graph", held)
-    # The rows are read when the graph is first needed, and it edits as the original;
-    # the vectors are the snapshot's, not read from the file again.
+    # No row is read for changes either, and the graph edits as the original; the
+    # vectors are the snapshot's, not read from the file again.
     for graph in (again, saved):
         assert graph.triples_for_document("curie")
         graph.remove_documents(["paris"])
-    assert reads == [(saved.folder, False)]
+    assert reads == []
     assert_same_snapshot(again.snapshot, saved.snapshot)
 
 
@@ -113,8 +113,9 @@ def test_a_file_changed_after_a_snapshot_start_is_indexed_again(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Another writer (never the service: one process holds the folder) changes the file
-    between a start from the snapshot and its first change: that change reads the rows
-    and indexes them again rather than patch a snapshot that no longer matches them."""
+    between a start from the snapshot and its first change: that change finds the file's
+    count of edges and versions changed, and reads the rows and indexes them again rather
+    than patch a snapshot that no longer matches them."""
     saved.close()
     again = KnowledgeGraph(saved.folder, embed_fn, load=False)
     again.load(prepare=False)  # the service's way: the first change reads the rows
@@ -122,7 +123,7 @@ def test_a_file_changed_after_a_snapshot_start_is_indexed_again(
     reads = rows_read(monkeypatch)
     again.remove_documents(["curie"])
     assert "changed since the start" in caplog.text
-    assert reads == [(saved.folder, False), (saved.folder, True)]
+    assert reads == [(saved.folder, True)]
     assert again.document_ids() == ["facts", "more"]
     assert_same_snapshot(again.snapshot, KnowledgeGraph(saved.folder, embed_fn).snapshot)
 
@@ -303,8 +304,8 @@ def test_a_start_after_a_crash_moves_the_vectors_it_read_into_mapped_files(
     embed_fn: EmbedFn,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """No snapshot to read back: the start reads the vectors into memory, and once what
-    changes edit is built they move to vector files mapped back, the snapshot unchanged;
+    """No snapshot to read back: the start reads the vectors into memory, and once the
+    graph is prepared for changes they move to vector files mapped back, the snapshot unchanged;
     the entities' codes move with them, not made a second time."""
     coded = codes_made(monkeypatch)
     crashed = KnowledgeGraph(saved.folder, embed_fn)  # never closed: no snapshot saved
@@ -385,7 +386,7 @@ def test_vectors_that_cannot_be_written_out_stay_in_memory(
     with caplog.at_level(logging.WARNING, logger="kg.snapshot_file"):
         crashed = KnowledgeGraph(saved.folder, embed_fn, load=False)
         crashed.load(prepare=False)
-        crashed.remove_documents(["paris"])  # builds what changes edit, in this thread
+        crashed.remove_documents(["paris"])  # prepares the graph for changes, in this thread
     assert "reading the vectors into memory" in caplog.text
     assert "the vectors stay in memory" in caplog.text
     assert not isinstance(crashed.snapshot.node_vectors.matrix.tail, np.memmap)
