@@ -39,7 +39,7 @@ from kg.index import GraphSnapshot
 from kg.legacy import read_legacy_folder
 from kg.models import EntityInfo, Neighbourhood, Triple
 from kg.normalize import EntityNormalizer, default_normalizer
-from kg.views import around, document_triples, edge_rows, search_entities
+from kg.views import around, document_triples, search_entities, stored_rows
 
 log = logging.getLogger(__name__)
 
@@ -215,7 +215,7 @@ class KnowledgeGraph:
             snapshot_file.discard(self._folder)
             self._file.replace(
                 GraphRows(
-                    edges=list(edge_rows(snap)),
+                    edges=list(stored_rows(snap)),
                     nodes=dict(zip(nodes, snap.node_names, strict=True)),
                     node_vectors=Vectors.of(self._node_vectors, nodes),
                     triple_vectors=Vectors.of(self._triple_vectors, texts),

@@ -40,7 +40,7 @@ def edge_row(snap: GraphSnapshot, edge: int) -> EdgeRow:
     )
 
 
-def edge_rows(snap: GraphSnapshot) -> Iterator[EdgeRow]:
+def stored_rows(snap: GraphSnapshot) -> Iterator[EdgeRow]:
     """Every edge as the file stores it."""
     return (edge_row(snap, edge) for edge in range(snap.edge_count))
 

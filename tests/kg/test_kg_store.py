@@ -11,7 +11,7 @@ import pytest
 
 from kg import EmbedFn, KnowledgeGraph, TripleExtractor, snapshot_file
 from kg.graph_file import GRAPH_DB_FILE, LEGACY_GRAPH_FILE, GraphChange, GraphFile
-from tests.kg.kg_testdata import CountingEmbed, corpus_triples, supplied
+from tests.kg.kg_testdata import CountingEmbed, corpus_triples, snapshot_content, supplied
 
 
 def edge_docs(graph: KnowledgeGraph) -> set[str]:
@@ -314,3 +314,27 @@ def test_search_entities_matches_substrings_and_reports_degree(
     top = graph.search_entities("", 1)[0]
     assert (top.key, top.name, top.degree) == ("marie curie", "Marie Curie", 6)
     assert graph.search_entities("no such thing", 10) == []
+
+
+def test_a_graph_kept_in_memory_saves_whole_and_starts_again_the_same(
+    tmp_path: Path, embed_fn: EmbedFn
+) -> None:
+    """Without autosave nothing is written until ``save``, which writes every edge, name,
+    vector and version from the snapshot (``bench.kg_writes`` builds graphs this way)."""
+    graph = KnowledgeGraph(tmp_path / "kg", embed_fn, autosave=False)
+    graph.replace_documents(
+        {
+            "a": supplied("a", ("Git", "wraps", "Git"), ("Git", "uses", "SHA-1")),
+            "b": supplied("b", ("GIT", "uses", "SHA-1"), ("Lyon", "lies on", "Rhone")),
+            "c": supplied("c", ("Ada", "wrote", "Notes")),
+        },
+        {"a": "v1", "b": "v2", "c": "v3"},
+    )
+    graph.remove_documents(["c"])
+    assert KnowledgeGraph(tmp_path / "kg", embed_fn).edge_count == 0
+    graph.save()
+    again = KnowledgeGraph(tmp_path / "kg", embed_fn)
+    assert snapshot_content(again.snapshot) == snapshot_content(graph.snapshot)
+    assert again.document_versions() == {"a": "v1", "b": "v2"}
+    for doc in ("a", "b"):
+        assert again.triples_for_document(doc) == graph.triples_for_document(doc)
