@@ -57,7 +57,7 @@ from kg import snapshot_file
 from rag.knowledge.embedding import shared_embedder
 
 READY_TIMEOUT_S = 1800.0
-#: What the service logs once the graph that changes edit is built (``kg.store``).
+#: What the service logs once its graph is ready for changes (``kg.store``).
 GRAPH_BUILT = "ready for changes"
 #: Retrievals after the first change, as ``bench.kg_memory``'s selections (300 there too).
 QUESTIONS = 300

@@ -171,3 +171,22 @@ def test_a_table_over_a_read_only_matrix_keeps_it_and_compacts_only_its_own_rows
     np.testing.assert_array_equal(vectors.dot(np.ones(4, np.float32)), [38, 28])
     table.discard(["a", "c"])  # the base's rows: dropped, not compacted into memory
     assert table.matrix.base is base
+
+
+@pytest.mark.parametrize("stop", ["clean", "crash"])
+def test_a_start_logs_once_that_the_graph_is_ready_for_changes(
+    saved: KnowledgeGraph,
+    embed_fn: EmbedFn,
+    caplog: pytest.LogCaptureFixture,
+    stop: str,
+) -> None:
+    """Whether a start left work for the first change (after a clean stop) or none
+    (after a crash): ``bench.scale_startup`` waits for this line after that change."""
+    if stop == "clean":
+        saved.close()
+    with caplog.at_level(logging.INFO, logger="kg.store"):
+        again = KnowledgeGraph(saved.folder, embed_fn, load=False)
+        again.load(prepare=False)
+        again.remove_documents(["paris"])
+        again.remove_documents(["curie"])
+    assert sum("ready for changes" in r.getMessage() for r in caplog.records) == 1
