@@ -16,7 +16,9 @@ def test_a_small_graph_is_loaded_prepared_and_changed_in_a_child() -> None:
     assert measured.peak_mib >= max(measured.loaded_mib, measured.prepared_mib) > 0
     # The vectors read back are mapped from the snapshot's files: part of the RSS only.
     assert measured.from_snapshot and measured.mapped_at_load
-    assert measured.loaded_anon_mib <= measured.loaded_mib
+    # Each is a difference of two readings rounded to whole MiB: up to 2 MiB apart by
+    # rounding alone (a small graph's load adds 4-5 MiB; 5 against 4 failed once).
+    assert measured.loaded_anon_mib <= measured.loaded_mib + 2
     assert measured.queries == 5 and measured.select_p99_ms >= measured.select_p50_ms > 0
     # The entity link from the codes and from the float32 scan chose the same entities.
     assert measured.link_p50_ms > 0 and measured.link_scan_p50_ms > 0
