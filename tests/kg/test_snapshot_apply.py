@@ -149,8 +149,8 @@ def test_every_index_array_takes_four_bytes_an_item_however_the_snapshot_was_mad
     tmp_path: Path,
 ) -> None:
     """Built, patched or read back, the snapshot's index arrays are int32 (a change copies
-    them all; at 1,000,000 chunks int64 held about 0.2 GiB more, twice during a change),
-    and a node is found by its key without a dict of every key."""
+    them all: at 970,982 triples 40 MiB in int32, 79 in int64), and a node is found by its
+    key without a dict of every key."""
     rng = random.Random(11)
     graph = KnowledgeGraph(tmp_path / "kg", hashed_embed)
     for step in range(6):
