@@ -343,7 +343,10 @@ class KnowledgeGraph:
         count of edges and the documents' versions; a file changed since, not through this
         graph, is read again) and the tables take the snapshot's vectors. No row is read:
         building an editable copy of the graph from them took 94-103 s at 1,000,000
-        chunks. After a start that read the vectors into memory, they move to files."""
+        chunks. After a start that read the vectors into memory, they move to files (tried
+        once a start: a disk that refuses them would refuse them at each change)."""
+        if self._prepared.is_set():
+            return
         started = time.perf_counter()
         if self._unread:
             if self._file.summary() == (self._snapshot.edge_count, self._versions):
@@ -352,8 +355,6 @@ class KnowledgeGraph:
                 log.warning("knowledge graph: the file changed since the start; re-indexing")
                 self._read()
             self._unread = False
-        elif not self._vectors_to_map():
-            return
         if self._vectors_to_map():  # out of the process's memory
             tables = snapshot_file.map_tables(
                 self._folder, self._node_vectors, self._triple_vectors

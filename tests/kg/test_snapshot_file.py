@@ -377,7 +377,8 @@ def test_vectors_that_cannot_be_written_out_stay_in_memory(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A full disk after a crash's start: the vectors stay where the start read them,
-    with a warning, and no partial vector file is left."""
+    with a warning, and no partial vector file is left; later changes do not try again
+    (each would write every vector)."""
 
     def full(path: Path, write: Any) -> None:
         raise OSError(28, "No space left on device")
@@ -387,10 +388,12 @@ def test_vectors_that_cannot_be_written_out_stay_in_memory(
         crashed = KnowledgeGraph(saved.folder, embed_fn, load=False)
         crashed.load(prepare=False)
         crashed.remove_documents(["paris"])  # prepares the graph for changes, in this thread
+        crashed.remove_documents(["curie"])
     assert "reading the vectors into memory" in caplog.text
-    assert "the vectors stay in memory" in caplog.text
+    assert caplog.text.count("the vectors stay in memory") == 1
     assert not isinstance(crashed.snapshot.node_vectors.matrix.tail, np.memmap)
     assert_coded(crashed)
     assert not list(saved.folder.glob(VECTOR_FILE.format(id="*", kind="*")))
     saved.remove_documents(["paris"])
+    saved.remove_documents(["curie"])
     assert_same_snapshot(crashed.snapshot, saved.snapshot)
