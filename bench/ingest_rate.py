@@ -4,7 +4,8 @@ Three runs over the same documents, each on fresh stores in ``work_dir``, in-pro
 without vLLM:
 
 - raw: the chunk texts the pipeline produces, embedded with ``Embedder.embed_texts`` alone;
-- chunk-only: ``KnowledgeBase.upsert`` (split, embed, Qdrant add, docstore save);
+- chunk-only: ``KnowledgeBase.upsert`` (split, embed, index add, state save), on the
+  service's default stores and settings;
 - end-to-end: ``KnowledgeService.ingest`` as ``POST /admin/documents`` runs it (the knowledge
   base, then the graph: spaCy extraction, node and triple embeddings, graph persist).
 
@@ -30,9 +31,9 @@ from pathlib import Path
 import anyio
 from llama_index.core.node_parser import NodeParser, SentenceSplitter
 from llama_index.core.schema import MetadataMode
-from llama_index.vector_stores.qdrant import QdrantVectorStore
-from qdrant_client import QdrantClient
 
+from api.config import Settings
+from api.stores import build_knowledge
 from bench.real_records import IngestRate, RunRate
 from bench.stage_clock import Stage, StageClock, Stopwatch
 from kg.extract import TripleExtractor
@@ -40,6 +41,7 @@ from kg.graph_file import GraphFile
 from kg.index import GraphSnapshot
 from kg.store import KnowledgeGraph
 from rag.knowledge.base import KnowledgeBase
+from rag.knowledge.edge import EdgeIndex
 from rag.knowledge.embedding import Embedder, shared_embedder
 from rag.knowledge.graph_sync import GraphSync
 from rag.knowledge.ingest import ChunkEmbedder, build_pipeline, document_hash, to_llama_document
@@ -49,8 +51,9 @@ from rag.knowledge.state import KBState
 
 GIT_DOC = Path("/usr/share/doc/git/html")
 DEFAULT_BATCH = 20
-CHUNK_TOKENS = 200  # the service's defaults (api.config)
-CHUNK_OVERLAP = 20
+#: The service's defaults (``api.config.Settings``), which ``_open_kb`` builds with.
+CHUNK_TOKENS: int = Settings.model_fields["chunk_tokens"].default
+CHUNK_OVERLAP: int = Settings.model_fields["chunk_overlap_tokens"].default
 EMBEDDING_STAGE = "node/triple embedding"
 
 #: Each stage is the time spent inside that method, or (no class) inside the function the
@@ -58,7 +61,7 @@ EMBEDDING_STAGE = "node/triple embedding"
 STAGES = (
     Stage("split", SentenceSplitter, "__call__"),
     Stage("chunk embedding", ChunkEmbedder, "__call__"),
-    Stage("qdrant add", QdrantVectorStore, "add"),
+    Stage("index add", EdgeIndex, "add"),
     Stage("docstore save", KBState, "save"),
     Stage("spacy extraction", TripleExtractor, "extract_documents"),
     Stage(EMBEDDING_STAGE),
@@ -102,10 +105,12 @@ def _fresh(folder: Path) -> Path:
 
 
 def _open_kb(folder: Path, embedder: Embedder) -> KnowledgeBase:
-    client = QdrantClient(path=str(folder / "qdrant"))
-    return KnowledgeBase(
-        folder, client, embedder, chunk_tokens=CHUNK_TOKENS, chunk_overlap_tokens=CHUNK_OVERLAP
-    )
+    """The service's knowledge base with its default settings, as ``build_knowledge``
+    makes it: the vectors in the default embedded index (Qdrant Edge). Until 2026-12-05
+    this measured a Qdrant local-mode store, which the service no longer uses."""
+    kb = build_knowledge(Settings(data_dir=folder, seed_sample_kb=False), embedder).kb
+    kb.open()
+    return kb
 
 
 def _chunk_texts(splitter: NodeParser, documents: Sequence[DocumentIn]) -> list[str]:
