@@ -205,10 +205,11 @@ class EmbeddingPrecision(StrEnum):
     - float32 (the default): torch, as every knowledge base before the precisions.
     - int8: documents on ONNX Runtime, the matrix products quantized
       (``rag.knowledge.onnx_int8``), questions in float32: 3.1x float32's raw embedding
-      rate on an AVX-512 host, dense recall@3 0.865 (float32: 0.857). Not the default:
-      its noise moves near-tied chunks, and two of the three question pairs the
-      real-pages warmup tests check stopped retrieving the same passages for both
-      wordings (``docs/performance.md``, "Embeddings in int8").
+      rate on an AVX-512 host. Through the read path on the real corpus, recall@3 is
+      float32's (0.869) and as many rewordings build a question's prefix (106 of 244,
+      float32 104). Not the default: some of the suite's real-embedding tests rest on
+      float32's near-ties, and ONNX Runtime's int8 kernels differ by CPU
+      (``docs/performance.md``, "Embeddings in int8").
     - bfloat16, on a CPU with bf16 in hardware (``avx512_bf16``, ``amx_bf16``): 1.78x,
       recall@3 0.857. Without such hardware it is emulated and slower than float32.
 
