@@ -14,7 +14,7 @@ runs it, graph included), then:
 
 Ingest speed per precision is ``bench.ingest_rate``'s to measure, not this module's.
 
-    python -m bench.precision_quality [--precisions float32 int8] [--quick] [--out DIR]
+    python -m bench.precision_quality [--precisions float32 int8] [--quick] [--out FILE]
 """
 
 from __future__ import annotations
