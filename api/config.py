@@ -218,9 +218,10 @@ class Settings(BaseSettings):
     )
     embedding_precision: EmbeddingPrecision | None = Field(
         None,
-        description="Unset: a new knowledge base embeds in float32, an existing one in the "
-        "precision it was embedded with. int8 (ONNX Runtime: about 3x float32's rate, the "
-        "same recall, questions still in float32), bfloat16 (on a CPU with bf16 in "
+        description="Unset: a new knowledge base embeds in int8 on a CPU with VNNI or AMX "
+        "(avx512_vnni, avx_vnni, amx_int8) and in float32 elsewhere, an existing one in the "
+        "precision it was embedded with. int8 (ONNX Runtime: about 2x float32's whole "
+        "ingest, the same recall, questions still in float32), bfloat16 (on a CPU with bf16 in "
         "hardware: avx512_bf16, amx_bf16; about 1.8x) or float32 ask for one: a knowledge "
         "base embedded in another refuses to start, saying so.",
     )

@@ -220,8 +220,11 @@ class RealResult(GrowingRecord):
     """The section's parts, each given once measured."""
 
     ingest_rate: IngestRate | None = None
-    #: The same ingest embedded in int8 (``EmbeddingPrecision``), run after the default's.
+    #: The same ingest embedded in int8 (``EmbeddingPrecision``), run after the default's
+    #: where the default is float32.
     ingest_int8: IngestRate | None = None
+    #: The same ingest in float32, run after the default's where the default is int8.
+    ingest_float32: IngestRate | None = None
     corpus: CorpusFacts | None = None
     spec: RealSpec | None = None
     strategies: dict[str, StrategyResult] = Field(default_factory=dict)

@@ -107,13 +107,17 @@ def run_real(vllm_url: str, work: Path, quick: bool, log: Log, result: RealResul
 
 def run_ingest_rate(quick: bool, work: Path, log: Log) -> tuple[IngestRate, IngestRate]:
     """Step 1, before any vLLM starts (the embedding model has both cores): the default
-    embedder's ingest, then int8's on the same sections, measured against it."""
+    embedder's ingest (int8 on a CPU with VNNI or AMX, else float32), then the other of
+    the two on the same sections, measured against it."""
     workload = RealWorkload(RealSpec.quick() if quick else RealSpec.full())
     log(f"real corpus: ingest rate over {len(workload.towns)} sections")
     documents = [DocumentIn.model_validate(d, strict=False) for d in workload.documents()]
     default = measure_ingest(documents, work / "ingest-rate", log)
-    int8 = Embedder(precision=EmbeddingPrecision.INT8)
-    return default, measure_ingest(documents, work / "ingest-rate-int8", log, embedder=int8)
+    other = EmbeddingPrecision.INT8
+    if default.precision == EmbeddingPrecision.INT8:
+        other = EmbeddingPrecision.FLOAT32
+    embedder = Embedder(precision=other)
+    return default, measure_ingest(documents, work / f"ingest-rate-{other}", log, embedder=embedder)
 
 
 def sample_questions(workload: RealWorkload, n: int) -> list[str]:

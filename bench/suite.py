@@ -44,6 +44,7 @@ from bench.scenarios import build_template, measure_floor, run_strategy
 from bench.strategies import STRATEGIES
 from bench.suite_records import RunMeta, SectionFailure, SuiteResults
 from bench.workload import Workload, WorkloadSpec
+from rag.knowledge.models import EmbeddingPrecision
 
 SECTIONS = ("scale", "index", "main", "no-cache", "pressure", "real")
 #: The real corpus's vLLM: its ~1.3k-token contexts for ~100 asked sections need a larger
@@ -190,8 +191,12 @@ def pressure_section(run: SectionRun) -> None:
 
 def real_section(run: SectionRun) -> None:
     """Git's documentation: the ingest rate first, with both cores free of vLLM."""
-    rate, int8 = run_ingest_rate(run.args.quick, run.work, log)
-    real = RealResult(ingest_rate=rate, ingest_int8=int8)
+    rate, other = run_ingest_rate(run.args.quick, run.work, log)
+    real = RealResult(ingest_rate=rate)
+    if other.precision == EmbeddingPrecision.INT8:
+        real.ingest_int8 = other
+    else:
+        real.ingest_float32 = other
     run.results.real = real
     with vllm_for(run.args.vllm_url, run.eager, kv_cache_gib=REAL_KV_GIB) as url:
         run_real(url, run.work, run.args.quick, log, real)

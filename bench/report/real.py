@@ -174,7 +174,7 @@ def real_markdown(real: RealResult | None) -> list[str]:
         lines += ["Knowledge-base changes (requests to the changed contexts after):", ""]
         lines += change_table(real.strategies)
     lines += _ingest_markdown(real.ingest_rate)
-    lines += _against_default(real.ingest_int8, real.ingest_rate)
+    lines += _against_default(real.ingest_int8 or real.ingest_float32, real.ingest_rate)
     lines += _variants_markdown(real)
     if answers := real.answers:
         lines += [

@@ -40,6 +40,7 @@ from rag.knowledge.models import (
     ChunkingStrategy,
     ChunkRecord,
     DocumentIn,
+    EmbeddingPrecision,
     Passage,
     StoredChunk,
 )
@@ -119,9 +120,13 @@ class KnowledgeBase:
             self._dir.mkdir(parents=True, exist_ok=True)
             self._index.open()
             try:
-                self._state = self._strategy.open(self._index, self._collection, self._dir)
-                self._embedder.follow(self._state.recorded_embedding())
-                self._state.check_embedding(self._embedder.identity)
+                state = self._state = self._strategy.open(self._index, self._collection, self._dir)
+                if state.recorded_embedding() is None and state.document_count():
+                    # Knowledge bases from before the embedder was recorded were all
+                    # embedded in float32: recorded so, a default of int8 follows them.
+                    state.check_embedding(self._embedder.identity_in(EmbeddingPrecision.FLOAT32))
+                self._embedder.follow(state.recorded_embedding())
+                state.check_embedding(self._embedder.identity)
             except BaseException:
                 self._index.close()
                 raise

@@ -202,13 +202,13 @@ class EmbeddingPrecision(StrEnum):
 
     Measured on the real corpus's 1,047 chunks and 245 gold questions (one thread):
 
-    - float32 (the default): torch, as every knowledge base before the precisions.
+    - float32: torch, as every knowledge base before the precisions; the default on a
+      CPU without VNNI or AMX.
     - int8: documents on ONNX Runtime, the matrix products quantized
-      (``rag.knowledge.onnx_int8``), questions in float32: 3.1x float32's raw embedding
-      rate on an AVX-512 host. Through the read path on the real corpus, recall@3 is
-      float32's (0.869) and as many rewordings build a question's prefix (106 of 244,
-      float32 104). Not the default: some of the suite's real-embedding tests rest on
-      float32's near-ties, and ONNX Runtime's int8 kernels differ by CPU
+      (``rag.knowledge.onnx_int8``), questions in float32; the default on a CPU with
+      VNNI or AMX (``rag.knowledge.embedding.default_precision``). Through the read path
+      on the real corpus: 2.08x float32's whole ingest, the same recall@3 (0.869), and
+      as many rewordings building a question's prefix (106 of 244, float32 104)
       (``docs/performance.md``, "Embeddings in int8").
     - bfloat16, on a CPU with bf16 in hardware (``avx512_bf16``, ``amx_bf16``): 1.78x,
       recall@3 0.857. Without such hardware it is emulated and slower than float32.
@@ -219,10 +219,6 @@ class EmbeddingPrecision(StrEnum):
     FLOAT32 = "float32"
     BFLOAT16 = "bfloat16"
     INT8 = "int8"
-
-
-#: What a new knowledge base is embedded in when no precision is asked for.
-DEFAULT_PRECISION = EmbeddingPrecision.FLOAT32
 
 
 class DocumentFormat(StrEnum):

@@ -35,6 +35,20 @@ from sentence_transformers import SentenceTransformer
 
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 OPSET = 17
+#: CPU flags of int8 products accumulated in int32 exactly: VNNI and AMX. Without them
+#: (AVX2 alone) ONNX Runtime multiplies with ``VPMADDUBSW``, which its documentation says
+#: can saturate; the vectors, and which near-ties they flip, would then depend on the host.
+EXACT_INT8_FLAGS = frozenset({"avx512_vnni", "avx_vnni", "amx_int8"})
+
+
+def int8_in_hardware(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+    """Whether this CPU multiplies int8 exactly in hardware (``EXACT_INT8_FLAGS``)."""
+    try:
+        lines = cpuinfo.read_text(errors="replace").splitlines()
+    except OSError:
+        return False
+    flags = next((line.partition(":")[2].split() for line in lines if line.startswith("flags")), [])
+    return not EXACT_INT8_FLAGS.isdisjoint(flags)
 
 
 def export_dir() -> Path:

@@ -10,8 +10,11 @@ knowledge base. Short made-up documents hid that warmup dropped every such conte
 The tests share one ingested knowledge base and run in file order: the change test
 uses the entries the seed and hot tests warmed, and the restart test restarts the
 service, near the end. Each question pair below retrieves the same
-passages and triples for both wordings (checked on this corpus), so the rewording can
-hit the first's prefix.
+passages and triples for both wordings in both default precisions (float32, and int8
+on a CPU with VNNI or AMX; checked on this corpus), so the rewording can hit the
+first's prefix. Fewer rewordings keep the prefix than one would think:
+"How can I make an annotated tag?" does in float32, not in int8, and on the real
+corpus 104-106 of 244 rule-made rewordings do (``bench.precision_quality``).
 """
 
 from __future__ import annotations
@@ -30,9 +33,10 @@ from tests.conftest import Service, Services
 
 PAGES = Path(__file__).resolve().parent.parent / "data" / "git-doc"
 # An HTML page's question (seeded), and a Markdown page's (hot traffic).
-STASH_Q, STASH_REWORDED = "How do I list the stash entries?", "How can I list my stash entries?"
-TAG_Q, TAG_REWORDED = "How do I create an annotated tag?", "How can I make an annotated tag?"
-DROP_Q, DROP_REWORDED = "How do I drop a stash entry?", "How can I drop a single stash entry?"
+STASH_Q, STASH_REWORDED = "How do I list the stash entries?", "How can I list the stash entries?"
+TAG_Q, TAG_REWORDED = "How do I create an annotated tag?", "How can I create an annotated tag?"
+SHOW_Q = "How do I show the changes recorded in a stash entry?"
+SHOW_REWORDED = "How can I show the changes recorded in a stash entry?"
 #: What the issue that brought these tests asks of a warm hit.
 MIN_CACHED_SHARE = 0.9
 #: A per-entry share smaller than these contexts: they are warmed only that far.
@@ -192,11 +196,11 @@ def test_a_context_longer_than_the_share_is_warmed_as_far_as_it_allows(
     vLLM serves exactly those blocks from cache for a chat on the whole prefix, and
     the chat says ``partial``, not a hit."""
     service = corpus.service
-    report = seed(service, DROP_Q)
+    report = seed(service, SHOW_Q)
     assert report["truncated"] == 1 and report["warm_requests"] == 1, report
-    entry = entry_for(service, "how do i drop a stash entry")
+    entry = entry_for(service, "how do i show the changes recorded in a stash entry")
     assert entry["prefix_tokens"] == SMALL_SHARE and entry["context_tokens"] > SMALL_SHARE
-    cache = service.chat(DROP_REWORDED)["cache"]
+    cache = service.chat(SHOW_REWORDED)["cache"]
     assert cache["warm_state"] == "partial" and cache["warm_hit"] is False, cache
     assert cache["cached_tokens"] == SMALL_SHARE, cache
     metrics = service.client.get("/metrics").text

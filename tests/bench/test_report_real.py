@@ -159,3 +159,17 @@ def test_int8s_ingest_is_reported_against_the_defaults(tmp_path: Path) -> None:
     del data["real"]["ingest_int8"]  # a run before int8: no comparison
     write_report(parsed(data), tmp_path / "old")
     assert "Embedded in int8" not in (tmp_path / "old" / "report.md").read_text()
+
+
+def test_float32s_ingest_is_reported_against_an_int8_default(tmp_path: Path) -> None:
+    """On a CPU with VNNI or AMX the default is int8: float32 is the one measured
+    beside it."""
+    data = real(120.0, 0.8)
+    data["real"]["ingest_rate"] = ingest_rate(20.0, 50.0) | {"precision": "int8"}
+    data["real"]["ingest_float32"] = ingest_rate(60.0, 100.0)
+    write_report(parsed(data), tmp_path / "run")
+    text = (tmp_path / "run" / "report.md").read_text()
+    assert (
+        "Embedded in float32 against int8 on the same sections, in this run: raw "
+        "embedding 0.33x (5.0 -> 1.7 chunks/s), whole ingest 0.50x (2.0 -> 1.0)." in text
+    )

@@ -16,8 +16,14 @@ from rag.chat.memo import ContextMemo, Retrieved
 from rag.chat.prompt import PromptBuilder
 from rag.chat.retriever import Retrieval, Retriever
 from rag.knowledge.base import KnowledgeBase
-from rag.knowledge.embedding import Embedder
-from rag.knowledge.models import ChangeSet, ChunkRecord, DocumentIn, Passage
+from rag.knowledge.embedding import shared_embedder
+from rag.knowledge.models import (
+    ChangeSet,
+    ChunkRecord,
+    DocumentIn,
+    EmbeddingPrecision,
+    Passage,
+)
 
 PRAGMAS = Path(__file__).resolve().parents[2] / "data" / "sqlite-pragmas"
 
@@ -31,9 +37,13 @@ def _documents() -> list[DocumentIn]:
 
 
 @pytest.fixture(scope="module")
-def kb(tmp_path_factory: pytest.TempPathFactory, embedder: Embedder) -> Iterator[KnowledgeBase]:
+def kb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KnowledgeBase]:
+    """Embedded in float32 whatever the host's default: the bare name's misranking, which
+    the rerank test starts from, is float32's (int8, the default on a CPU with VNNI or
+    AMX, already ranks ``foreign_keys`` first)."""
     folder = tmp_path_factory.mktemp("pragmas")
     client = QdrantClient(path=str(folder / "qdrant"))
+    embedder = shared_embedder(EmbeddingPrecision.FLOAT32)
     knowledge = KnowledgeBase(folder, client, embedder, chunk_tokens=128)
     knowledge.upsert(_documents())
     yield knowledge

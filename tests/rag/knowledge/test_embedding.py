@@ -14,8 +14,9 @@ import pytest
 
 from api.config import Settings
 from rag.knowledge import onnx_int8
-from rag.knowledge.embedding import Embedder, shared_embedder
-from rag.knowledge.models import DEFAULT_PRECISION, EmbeddingPrecision
+from rag.knowledge.embedding import Embedder, default_precision, shared_embedder
+from rag.knowledge.models import EmbeddingPrecision
+from rag.knowledge.onnx_int8 import int8_in_hardware
 
 PASSAGES = [
     "Lyon is a city on the Rhone; its old town is listed by UNESCO.",
@@ -114,7 +115,39 @@ def test_the_setting_picks_the_process_wide_embedder(monkeypatch: pytest.MonkeyP
     assert Settings().embedding_precision is None
     default = shared_embedder(Settings().embedding_precision)
     assert default is shared_embedder() and default.follows
-    assert default.precision is DEFAULT_PRECISION is EmbeddingPrecision.FLOAT32
+    assert default.precision is default_precision()
+
+
+@pytest.mark.parametrize(
+    ("flags", "exact"),
+    [
+        ("fpu sse2 avx2 fma", False),  # AVX2 alone: VPMADDUBSW can saturate
+        ("fpu avx2 avx512f avx512_vnni", True),
+        ("fpu avx2 avx_vnni", True),
+        ("fpu avx512f amx_tile amx_int8", True),
+        ("fpu avx2 avx512f avx512_bf16", False),  # bf16 in hardware says nothing of int8
+    ],
+)
+def test_int8_is_exact_in_hardware_only_with_vnni_or_amx(
+    tmp_path: Path, flags: str, exact: bool
+) -> None:
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(f"processor\t: 0\nmodel name\t: a CPU\nflags\t\t: {flags}\n\n")
+    assert int8_in_hardware(cpuinfo) is exact
+    assert int8_in_hardware(tmp_path / "absent") is False
+
+
+def test_the_default_precision_is_int8_where_int8_is_exact(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for exact, expected in ((True, EmbeddingPrecision.INT8), (False, EmbeddingPrecision.FLOAT32)):
+        monkeypatch.setattr(onnx_int8, "int8_in_hardware", lambda exact=exact: exact)
+        default_precision.cache_clear()
+        try:
+            assert default_precision() is expected
+            assert Embedder().precision is expected
+        finally:
+            default_precision.cache_clear()
 
 
 def test_onnx_runtime_writes_nothing_to_the_home_folder_or_tmp(tmp_path: Path) -> None:

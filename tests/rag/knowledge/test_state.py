@@ -16,11 +16,17 @@ from llama_index.core.storage.docstore import SimpleDocumentStore
 
 from rag.knowledge.base import KnowledgeBase
 from rag.knowledge.edge import EdgeIndex
-from rag.knowledge.embedding import EMBEDDING_DIM, Embedder
+from rag.knowledge.embedding import EMBEDDING_DIM, Embedder, default_precision
 from rag.knowledge.ingest import DOC_HASH_KEY
 from rag.knowledge.kvstore import SqliteKVStore
 from rag.knowledge.models import DocumentIn, EmbeddingPrecision
-from rag.knowledge.state import LEGACY_FILE, STATE_FILE, EmbeddingMismatchError, KBState
+from rag.knowledge.state import (
+    LEGACY_FILE,
+    META,
+    STATE_FILE,
+    EmbeddingMismatchError,
+    KBState,
+)
 
 
 def kb_on(folder: Path, embedder: Embedder) -> KnowledgeBase:
@@ -193,22 +199,52 @@ def test_a_knowledge_base_refuses_an_embedder_it_was_not_built_with(
     kb.close()
 
 
+def test_a_knowledge_base_from_before_the_embedder_was_recorded_stays_float32(
+    tmp_path: Path,
+) -> None:
+    """Such a base was embedded in float32: a default of int8 must not add int8 vectors
+    to it, and int8 asked for is refused. Its record is removed here to make one."""
+    float32 = Embedder(precision=EmbeddingPrecision.FLOAT32)
+    kb = kb_on(tmp_path, float32)
+    kb.upsert([doc(0)])
+    kb.close()
+    kv = SqliteKVStore(tmp_path / STATE_FILE)
+    assert kv.delete("embedding", collection=META)
+    kv.commit()
+    kv.close()
+    asked = Embedder(model_path=float32.model_path, precision=EmbeddingPrecision.INT8)
+    with pytest.raises(EmbeddingMismatchError, match="onnxruntime int8"):
+        kb_on(tmp_path, asked)
+    following = Embedder()
+    kb = kb_on(tmp_path, following)
+    assert following.precision is EmbeddingPrecision.FLOAT32
+    kb.close()
+    kv = SqliteKVStore(tmp_path / STATE_FILE)
+    assert kv.get("embedding", collection=META) == {"value": float32.identity}
+    kv.close()
+
+
 def test_a_knowledge_base_keeps_its_precision_and_refuses_another_asked_for(
     tmp_path: Path, embedder: Embedder
 ) -> None:
-    """Embedded in int8, asked for. An embedder left to the default (float32) follows
-    it; one asked for bfloat16 is refused, with a message that names both and what to
-    do."""
-    assert embedder.identity.endswith(", torch")  # the default, as older bases recorded
-    int8 = Embedder(precision=EmbeddingPrecision.INT8)
-    kb = kb_on(tmp_path, int8)
+    """Embedded in the precision that is not this host's default, asked for: float32
+    where int8 is the default (a knowledge base from before int8 was), int8 elsewhere.
+    An embedder left to the default follows it; one asked for bfloat16 is refused,
+    with a message that names both and what to do."""
+    default = default_precision()
+    assert embedder.precision is default
+    other = EmbeddingPrecision.INT8
+    if default is EmbeddingPrecision.INT8:
+        other = EmbeddingPrecision.FLOAT32
+    recorded = Embedder(precision=other)
+    kb = kb_on(tmp_path, recorded)
     kb.upsert([doc(0)])
-    expected = int8.embed_texts([doc(0).text])
+    expected = recorded.embed_texts([doc(0).text])
     kb.close()
     following = Embedder()
-    assert following.precision is EmbeddingPrecision.FLOAT32 and following.follows
+    assert following.precision is default and following.follows
     kb = kb_on(tmp_path, following)
-    assert following.precision is EmbeddingPrecision.INT8
+    assert following.precision is other
     np.testing.assert_array_equal(following.embed_texts([doc(0).text]), expected)
     assert kb.retrieve(following.embed_query(doc(0).text), top_k=1)[0].doc_id == "doc-0"
     kb.close()
@@ -216,6 +252,6 @@ def test_a_knowledge_base_keeps_its_precision_and_refuses_another_asked_for(
     bf16 = Embedder(model_path=embedder.model_path, precision=EmbeddingPrecision.BFLOAT16)
     with pytest.raises(EmbeddingMismatchError, match="torch bfloat16") as refused:
         kb_on(tmp_path, bf16)
-    assert "onnxruntime int8" in str(refused.value)
+    assert f"embedded with {recorded.identity}, and" in str(refused.value)
     assert "unset WARMRAG_EMBEDDING_PRECISION" in str(refused.value)
     assert "re-ingest the documents into a new data folder" in str(refused.value)
