@@ -22,7 +22,7 @@ from api.config import Settings
 from api.stores import build_knowledge
 from rag.knowledge.base import text_hash
 from rag.knowledge.embedding import Embedder
-from rag.knowledge.models import DocumentIn
+from rag.knowledge.models import DocumentIn, EmbeddingPrecision
 from rag.knowledge.service import KnowledgeService
 from warmup.store import WarmupStore
 
@@ -112,9 +112,12 @@ async def check_old_folder(data_dir: Path, embedder: Embedder) -> None:
         knowledge.close()
 
 
-def test_a_data_folder_of_the_old_layout_opens_and_takes_writes(
-    embedder: Embedder, tmp_path: Path
-) -> None:
+def test_a_data_folder_of_the_old_layout_opens_and_takes_writes(tmp_path: Path) -> None:
+    """The old folder records no embedder: its vectors are float32's, so an embedder
+    left to the default follows float32 whatever the host's default. It is one of its
+    own, so that the session's shared embedder keeps the host's default."""
     data_dir = tmp_path / "data"
     shutil.copytree(FIXTURE, data_dir)
+    embedder = Embedder()
     asyncio.run(check_old_folder(data_dir, embedder))
+    assert embedder.precision is EmbeddingPrecision.FLOAT32
