@@ -219,7 +219,8 @@ class Settings(BaseSettings):
     embedding_precision: EmbeddingPrecision | None = Field(
         None,
         description="Unset: a new knowledge base embeds in int8 on a CPU with VNNI or AMX "
-        "(avx512_vnni, avx_vnni, amx_int8) and in float32 elsewhere, an existing one in the "
+        "(avx512_vnni, avx_vnni, amx_int8) and in float32 elsewhere and on a Qdrant server, "
+        "an existing one in the "
         "precision it was embedded with. int8 (ONNX Runtime: about 2x float32's whole "
         "ingest, the same recall, questions still in float32), bfloat16 (on a CPU with bf16 in "
         "hardware: avx512_bf16, amx_bf16; about 1.8x) or float32 ask for one: a knowledge "
@@ -381,6 +382,14 @@ class Settings(BaseSettings):
     @property
     def qdrant_is_remote(self) -> bool:
         return self.qdrant_url is not None
+
+    @property
+    def embedding_default(self) -> EmbeddingPrecision | None:
+        """The precision a new knowledge base embeds in when none is asked for: float32
+        on a Qdrant server's collection, whatever this CPU (instances on other CPUs
+        write it too, and each data folder records only its own precision, so server
+        mode stays as it was); else None, this host's (``default_precision``)."""
+        return EmbeddingPrecision.FLOAT32 if self.qdrant_is_remote else None
 
     @cached_property
     def resolved_model_dir(self) -> Path:

@@ -54,7 +54,9 @@ class EmbeddedService:
     def __enter__(self) -> EmbeddedService:
         from rag.knowledge.embedding import shared_embedder  # the model stack: only when used
 
-        embedder = shared_embedder(self.settings.embedding_precision)
+        embedder = shared_embedder(
+            self.settings.embedding_precision, self.settings.embedding_default
+        )
         knowledge = build_knowledge(self.settings, embedder)
         try:
             self.settings.data_dir.mkdir(parents=True, exist_ok=True)

@@ -90,8 +90,8 @@ class Embedder:
     ``texts_embedded`` lets tests and benchmarks prove that a path (an
     unchanged re-ingest, change detection) embeds nothing.
 
-    ``precision=None`` embeds in ``default_precision()`` and follows the knowledge base it
-    serves (``follow``): one embedded in another precision keeps it.
+    ``precision=None`` embeds in ``default`` (None: ``default_precision()``) and follows
+    the knowledge base it serves (``follow``): one embedded in another precision keeps it.
     """
 
     def __init__(
@@ -100,12 +100,13 @@ class Embedder:
         batch_size: int = 16,
         threads: int = 1,
         precision: EmbeddingPrecision | None = None,
+        default: EmbeddingPrecision | None = None,
     ) -> None:
         # vLLM-CPU pins its worker to one core and spins there between steps; a
         # second torch thread in this process would fight it for that core and make
         # every query embedding ~10x slower. One thread uses the core vLLM leaves free.
         self._threads = threads
-        self.precision = precision or default_precision()
+        self.precision = precision or default or default_precision()
         self.follows = precision is None
         self.model_path = model_path
         self.batch_size = batch_size
@@ -256,15 +257,18 @@ class Embedder:
         return vectors
 
 
-def shared_embedder(precision: EmbeddingPrecision | None = None) -> Embedder:
-    """The process-wide embedder of a precision (``None``: the default, following the
-    knowledge base); its model loads on ``warm_up`` or first use."""
-    return _shared(None if precision is None else EmbeddingPrecision(precision))
+def shared_embedder(
+    precision: EmbeddingPrecision | None = None, default: EmbeddingPrecision | None = None
+) -> Embedder:
+    """The process-wide embedder of a precision (``None``: ``default``, else
+    ``default_precision()``, following the knowledge base); its model loads on
+    ``warm_up`` or first use."""
+    return _shared(None if precision is None else EmbeddingPrecision(precision), default)
 
 
-@lru_cache(maxsize=len(EmbeddingPrecision) + 1)
-def _shared(precision: EmbeddingPrecision | None) -> Embedder:
-    return Embedder(precision=precision)
+@lru_cache(maxsize=2 * (len(EmbeddingPrecision) + 1))
+def _shared(precision: EmbeddingPrecision | None, default: EmbeddingPrecision | None) -> Embedder:
+    return Embedder(precision=precision, default=default)
 
 
 if __name__ == "__main__":  # `make install` and the Dockerfile: export the int8 model once

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from api.config import Settings
 from api.runtime import Runtime
-from rag.knowledge.embedding import Embedder
-from rag.knowledge.models import DocumentIn
+from rag.knowledge.embedding import Embedder, default_precision
+from rag.knowledge.models import DocumentIn, EmbeddingPrecision
 from tests.fakes import FakeEngine
 
 
@@ -65,3 +65,17 @@ def test_the_fact_choice_is_path_aware_unless_turned_off(tmp_path: Path) -> None
     )
     assert off.selector.path_weights is None and off.selector.max_gain == 0
     assert off.memo.rule.fact_gain == 0 and off.memo.rule.fact_entities is None
+
+
+def test_a_qdrant_server_keeps_float32_as_the_default_precision(tmp_path: Path) -> None:
+    """Server mode stays as it was: instances on other CPUs write the same collection,
+    so its default is float32 whatever this CPU's; the embedded default is the host's."""
+    remote = Settings(data_dir=tmp_path, qdrant_url="http://127.0.0.1:6333")
+    server = Runtime(remote, llm=FakeEngine())
+    assert server.embedder.precision is EmbeddingPrecision.FLOAT32 and server.embedder.follows
+    embedded = Runtime(Settings(data_dir=tmp_path), llm=FakeEngine())
+    assert embedded.embedder.precision is default_precision() and embedded.embedder.follows
+    asked = Settings(
+        data_dir=tmp_path, qdrant_url="http://127.0.0.1:6333", embedding_precision="int8"
+    )
+    assert Runtime(asked, llm=FakeEngine()).embedder.precision is EmbeddingPrecision.INT8
