@@ -151,7 +151,13 @@ def run_scale(quick: bool, work: Path, log: Callable[[str], None] = print) -> Sc
         startup = []
         if p.startup_sizes:  # last and alone: it starts a vLLM for the services it starts
             startup = scale_startup.run(
-                p.startup_sizes, True, work / "startup", chunks, vectors, log=step
+                p.startup_sizes,
+                True,
+                work / "startup",
+                chunks,
+                vectors,
+                log=step,
+                embedding=embedder.identity,
             )
     return ScaleResult(
         ingest=ingest,

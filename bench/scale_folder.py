@@ -30,16 +30,27 @@ BUILD_BATCH_CHUNKS = 100_000
 
 
 def build_kb(
-    folder: Path, chunks: list[Chunk], vectors: np.ndarray, size: int, log: Callable[[str], None]
+    folder: Path,
+    chunks: list[Chunk],
+    vectors: np.ndarray,
+    size: int,
+    log: Callable[[str], None],
+    embedding: str,
 ) -> dict[str, tuple[str, int]]:
     """``size`` points in the service's own index and state under ``folder`` (its data
     directory), each document's chunks committed through ``KBState.put`` as an ingest
-    commits them; returns each document's (content hash, chunk count)."""
+    commits them; returns each document's (content hash, chunk count).
+
+    ``embedding``: the identity of the embedder that made ``vectors``
+    (``Embedder.identity``), recorded as an ingest records it. A folder without it reads
+    as one from before the record, which was float32: a service started on it would
+    embed in float32 whatever its default."""
     settings = Settings(data_dir=folder)
     index = EdgeIndex(settings.edge_path, vectors.shape[1])
     index.open()
     state = KBState.open(folder)
     state.start_loose_log()  # as a folder the service made has it: a start checks no scan
+    state.check_embedding(embedding)
     documents: dict[str, tuple[str, int]] = {}
     rng = np.random.default_rng(17)
     started = time.perf_counter()

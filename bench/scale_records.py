@@ -76,6 +76,9 @@ class StartUpRow(Record):
     chunks: int
     triples: int
     entities: int
+    #: The embedder the folder recorded (``Embedder.identity``): what the start embedded
+    #: with. Records before it: empty (float32, whatever the host's default).
+    embedding: str = ""
     #: The start followed a clean stop: the graph's snapshot was read back, not rebuilt
     #: from its rows (``kg.snapshot_file``). Records before it: False.
     after_stop: bool = False

@@ -55,6 +55,7 @@ from bench.scale_folder import build_graph, build_kb
 from bench.scale_records import StartUpRow
 from kg import snapshot_file
 from rag.knowledge.embedding import shared_embedder
+from rag.knowledge.state import KBState
 
 READY_TIMEOUT_S = 1800.0
 #: What the service logs once its graph is ready for changes (``kg.store``).
@@ -276,14 +277,17 @@ def run(
     log: Callable[[str], None] = print,
     vllm_url: str | None = None,
     questions: int = QUESTIONS,
+    embedding: str | None = None,
 ) -> list[StartUpRow]:
     """An empty folder (the baseline), then one of each size, each started on the vLLM at
     ``vllm_url`` (else on a vLLM child of this run). ``work``: the caller's folder;
-    ``chunks`` and their ``vectors``: what the copies are made of; ``questions``: the
-    retrievals each start serves before it is measured again."""
+    ``chunks`` and their ``vectors``: what the copies are made of, ``embedding`` the
+    identity of the embedder that made them (None: the shared embedder's); ``questions``:
+    the retrievals each start serves before it is measured again."""
+    embedding = embedding or shared_embedder().identity
     if vllm_url is None:
         with vllm(kv_cache_gib=2, enforce_eager=True, log=log) as url:
-            return run(sizes, graph, work, chunks, vectors, log, url, questions)
+            return run(sizes, graph, work, chunks, vectors, log, url, questions, embedding)
     results: list[StartUpRow] = []
     question = f"What is {chunks[0].text.split()[0]}?"
     for size in [0, *sizes]:
@@ -291,7 +295,7 @@ def run(
         folder.mkdir(parents=True)
         log(f"start-up: {size} chunks, graph {'on' if graph and size else 'off'}: building")
         t0 = time.perf_counter()
-        documents = build_kb(folder, chunks, vectors, size, log) if size else {}
+        documents = build_kb(folder, chunks, vectors, size, log, embedding) if size else {}
         triples, entities = build_graph(folder, documents, graph, log=log) if size else (0, 0)
         build_s = time.perf_counter() - t0
         log(f"  built in {build_s:.0f} s ({triples} triples, {entities} entities)")
@@ -304,6 +308,7 @@ def run(
                 raise RuntimeError("the clean stop saved no graph snapshot to start from")
             results.append(
                 StartUpRow(
+                    embedding=recorded_embedding(folder),
                     chunks=size,
                     triples=triples,
                     entities=entities,
@@ -314,6 +319,16 @@ def run(
             )
         shutil.rmtree(folder)  # a 1M-chunk folder is gigabytes
     return results
+
+
+def recorded_embedding(folder: Path) -> str:
+    """The embedder the knowledge base in ``folder`` records (a stopped service's): the
+    one its start embedded with."""
+    state = KBState.open(folder)
+    try:
+        return state.recorded_embedding() or ""
+    finally:
+        state.close()
 
 
 def entity_questions(entities: int, count: int) -> list[str]:
@@ -335,7 +350,8 @@ def main() -> None:
     from bench.scale import ingest_towns  # bench.scale runs this module's ``run``
 
     with bench_dir() as work:
-        _, chunks, vectors = ingest_towns(60, work / "ingest", shared_embedder())
+        embedder = shared_embedder()
+        _, chunks, vectors = ingest_towns(60, work / "ingest", embedder)
         rows = run(
             args.sizes,
             not args.no_graph,
@@ -344,6 +360,7 @@ def main() -> None:
             vectors,
             log=lambda line: print(line, file=sys.stderr, flush=True),
             questions=args.questions,
+            embedding=embedder.identity,
         )
     for row in rows:
         print(row.model_dump_json())

@@ -273,7 +273,9 @@ def _scale_markdown(scale: ScaleResult | None) -> list[str]:
             "Start-up: `python -m api serve` on a data folder of that size (a graph of the "
             "real corpus's triples per chunk), a vLLM already running; seconds from the "
             "process's start; the first start on a folder builds the graph's snapshot from "
-            "its rows (as after a crash), one after a clean stop reads it back.",
+            "its rows (as after a crash), one after a clean stop reads it back."
+            + "".join(f" Embedded with {e}." for e in sorted({r.embedding for r in scale.startup})
+                      if e),
             ["chunks", "triples", "start", "/health s", "/ready s", "RSS MiB at /ready",
              "settled", "of it own (anon)", "peak by /ready", "peak", "index RSS MiB",
              "first chat s", "first change s", "questions", "p50 / p99 ms", "RSS MiB after them",

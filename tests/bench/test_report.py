@@ -295,3 +295,20 @@ def test_records_keep_their_keys_and_recompute_hits() -> None:
     assert list(older.model_copy(update={"warm_before": False}).to_json())[-2:] == [
         "hit", "warm_before",
     ]  # fmt: skip
+
+
+def test_the_start_up_table_says_what_the_starts_embedded_with(tmp_path: Path) -> None:
+    def start(chunks: int, embedding: str) -> dict[str, Any]:
+        return {
+            "chunks": chunks, "triples": 3 * chunks, "entities": 2 * chunks, "build_s": 1.0,
+            "health_s": 7.0, "ready_s": 7.2, "service_rss_mib": 700, "settled_rss_mib": 750,
+            "service_peak_mib": 800, "index_rss_mib": 40, "first_chat_s": 0.4, "passages": 3,
+            "embedding": embedding,
+        }  # fmt: skip
+
+    data = results()
+    data["scale"]["startup"] = [start(0, "m, 384 dims, onnxruntime int8"), start(10, "")]
+    write_report(parsed(data), tmp_path)
+    markdown = (tmp_path / "report.md").read_text()
+    assert "reads it back. Embedded with m, 384 dims, onnxruntime int8." in markdown
+    assert "| 10 | 30 | first | 7.0 | 7.2 |" in markdown

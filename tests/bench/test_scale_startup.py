@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import bench.scale_folder
 from bench.kg_subgraph import RandomEmbedder
 from bench.scale_copies import Chunk
-from bench.scale_folder import GRAPH_PER_CHUNK, build_graph
-from bench.scale_startup import run
+from bench.scale_folder import GRAPH_PER_CHUNK, build_graph, build_kb
+from bench.scale_startup import recorded_embedding, run
 from kg import KnowledgeGraph, snapshot_file
 from rag.knowledge.embedding import Embedder
 from rag.llm.server import VLLMServer
@@ -54,7 +55,17 @@ def test_the_service_starts_on_a_built_folder_and_answers(
         assert row.service_rss_mib <= row.ready_peak_mib <= row.service_peak_mib
     # The question is answered from the folder's passages: its index and state agree.
     assert built.passages == again.passages == 3 and baseline.passages == 0
+    # The service embedded as the vectors were made, not as a folder from before the
+    # record (float32) would have it.
+    assert built.embedding == again.embedding == embedder.identity
     assert not any(tmp_path.iterdir())  # each folder removed after its start
+
+
+def test_the_built_folder_records_the_embedder_of_its_vectors(tmp_path: Path) -> None:
+    chunks = [Chunk("town-0", "hash-0", i, t, {"title": "town 0"}) for i, t in enumerate(TEXTS)]
+    vectors = np.eye(len(TEXTS), 8, dtype=np.float32)
+    build_kb(tmp_path, chunks, vectors, 6, lambda _: None, embedding="model, 8 dims, runtime")
+    assert recorded_embedding(tmp_path) == "model, 8 dims, runtime"
 
 
 def test_the_graph_filed_in_batches_is_the_graph_filed_at_once(
