@@ -218,11 +218,11 @@ class Settings(BaseSettings):
     )
     embedding_precision: EmbeddingPrecision | None = Field(
         None,
-        description="Unset: a new knowledge base embeds in int8 on a CPU with VNNI or AMX "
-        "(avx512_vnni, avx_vnni, amx_int8) and in float32 elsewhere and on a Qdrant server, "
-        "an existing one in the "
-        "precision it was embedded with. int8 (ONNX Runtime: about 2x float32's whole "
-        "ingest, the same recall, questions still in float32), bfloat16 (on a CPU with bf16 in "
+        description="Unset: a new knowledge base embeds in int8 on an x86 CPU with AVX2 "
+        "(or VNNI, AMX) and in float32 elsewhere and on a Qdrant server, an existing one in "
+        "the precision it was embedded with. int8 (ONNX Runtime, 7-bit weights, so every "
+        "x86 CPU computes the same vectors: about 2x float32's whole ingest on a CPU with "
+        "VNNI, the same recall, questions still in float32), bfloat16 (on a CPU with bf16 in "
         "hardware: avx512_bf16, amx_bf16; about 1.8x) or float32 ask for one: a knowledge "
         "base embedded in another refuses to start, saying so.",
     )

@@ -107,7 +107,7 @@ def run_real(vllm_url: str, work: Path, quick: bool, log: Log, result: RealResul
 
 def run_ingest_rate(quick: bool, work: Path, log: Log) -> tuple[IngestRate, IngestRate]:
     """Step 1, before any vLLM starts (the embedding model has both cores): the default
-    embedder's ingest (int8 on a CPU with VNNI or AMX, else float32), then the other of
+    embedder's ingest (int8 on an x86 CPU with AVX2, else float32), then the other of
     the two on the same sections, measured against it."""
     workload = RealWorkload(RealSpec.quick() if quick else RealSpec.full())
     log(f"real corpus: ingest rate over {len(workload.towns)} sections")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -23,15 +24,37 @@ from rag.knowledge.models import EmbeddingPrecision
 log = logging.getLogger(__name__)
 
 EMBEDDING_DIM = 384
-#: The runtime each precision computes in. A knowledge base records the model and this
-#: (``KBState.check_embedding``), since vectors from another model or runtime would not
-#: be comparable with its own. float32 adds nothing: knowledge bases from before the
-#: precisions recorded it so.
-RUNTIMES = {
-    EmbeddingPrecision.FLOAT32: "torch",
-    EmbeddingPrecision.BFLOAT16: "torch bfloat16",
-    EmbeddingPrecision.INT8: "onnxruntime int8",
-}
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """What a precision's vectors are computed with, by the name a knowledge base records
+    (``KBState.check_embedding``): vectors from another model or runtime would not be
+    comparable with its own."""
+
+    precision: EmbeddingPrecision
+    name: str
+    #: int8's weights: 7 bits (exact on every x86 CPU) or 8 (``onnx_int8`` says why 7).
+    weight_bits: int = 0
+
+
+#: Each precision's runtime for a new knowledge base first, then the runtimes earlier
+#: versions recorded that a knowledge base keeps (``Embedder.follow``): int8 with 8-bit
+#: weights, which it was until 7-bit weights (2026-12-05). float32's name adds nothing:
+#: knowledge bases from before the precisions recorded it so.
+RUNTIMES = (
+    Runtime(EmbeddingPrecision.FLOAT32, "torch"),
+    Runtime(EmbeddingPrecision.BFLOAT16, "torch bfloat16"),
+    Runtime(EmbeddingPrecision.INT8, "onnxruntime int8, 7-bit weights", onnx_int8.WEIGHT_BITS),
+    Runtime(EmbeddingPrecision.INT8, "onnxruntime int8", 8),
+)
+
+
+def runtime_of(precision: EmbeddingPrecision) -> Runtime:
+    """The runtime a new knowledge base embedded in ``precision`` is computed with."""
+    return next(r for r in RUNTIMES if r.precision is precision)
+
+
 #: The model's window in word-pieces; text past it is silently cut off.
 EMBEDDING_WINDOW = 256
 
@@ -39,14 +62,15 @@ EMBEDDING_WINDOW = 256
 @lru_cache(maxsize=1)
 def default_precision() -> EmbeddingPrecision:
     """What a new knowledge base is embedded in when no precision is asked for: int8
-    where the CPU multiplies int8 exactly in hardware (``onnx_int8.int8_in_hardware``:
-    VNNI, AMX), float32 elsewhere.
+    where the CPU multiplies int8 in hardware as ONNX Runtime uses it
+    (``onnx_int8.int8_in_hardware``: AVX2, VNNI, AMX), float32 elsewhere.
 
     Measured on the real corpus through the read path (``bench.ingest_rate``,
-    ``bench.precision_quality``; 2-core Xeon with VNNI and AMX): int8 ingests 2.08x
-    float32's chunks a second end to end, with the same recall@3 (0.869) and as many
-    rewordings building a question's prompt prefix (106 of 244, float32 104). Without
-    VNNI or AMX it was not measured, so float32 stays."""
+    ``bench.precision_quality``; 2-core Xeon with VNNI and AMX, 2026-12-05): int8 ingests
+    about 2x float32's chunks a second end to end, with the same recall@3 (0.869) and as
+    many rewordings building a question's prompt prefix (105 of 244, float32 104). With
+    7-bit weights a CPU with AVX2 alone computes the same vectors; its speed was not
+    measured here (``make bench``'s real section measures both precisions)."""
     if onnx_int8.int8_in_hardware():
         return EmbeddingPrecision.INT8
     return EmbeddingPrecision.FLOAT32
@@ -92,6 +116,7 @@ class Embedder:
 
     ``precision=None`` embeds in ``default`` (None: ``default_precision()``) and follows
     the knowledge base it serves (``follow``): one embedded in another precision keeps it.
+    ``runtime`` is what the precision computes with (``RUNTIMES``).
     """
 
     def __init__(
@@ -106,7 +131,7 @@ class Embedder:
         # second torch thread in this process would fight it for that core and make
         # every query embedding ~10x slower. One thread uses the core vLLM leaves free.
         self._threads = threads
-        self.precision = precision or default or default_precision()
+        self.runtime = runtime_of(precision or default or default_precision())
         self.follows = precision is None
         self.model_path = model_path
         self.batch_size = batch_size
@@ -123,6 +148,10 @@ class Embedder:
         with self._lock:
             if self._encode is None:
                 self._load()
+
+    @property
+    def precision(self) -> EmbeddingPrecision:
+        return self.runtime.precision
 
     def _load(self) -> None:
         # Loading by path makes no hub call (HF_HUB_OFFLINE=1 is set by the launcher).
@@ -144,18 +173,28 @@ class Embedder:
             )
 
         self._encode = self._encode_questions = encode
-        if self.precision is EmbeddingPrecision.INT8:
+        if self.runtime.weight_bits:
             self._encode = onnx_int8.Int8Encoder(
-                self._int8_file(path), model.tokenizer, EMBEDDING_WINDOW, self._threads
+                self._int8_file(path, self.runtime.weight_bits),
+                model.tokenizer,
+                EMBEDDING_WINDOW,
+                self._threads,
             ).encode
 
     @staticmethod
-    def _int8_file(path: Path) -> Path:
-        model_file = onnx_int8.exported_path(path, onnx_int8.export_dir())
+    def _int8_file(path: Path, weight_bits: int) -> Path:
+        if weight_bits == 8 and not onnx_int8.exact_with_8bit_weights():
+            log.warning(
+                "this knowledge base was embedded in int8 with 8-bit weights, which this "
+                "CPU (no VNNI or AMX) can compute with saturated sums: its new vectors may "
+                "differ a little from those of a CPU with VNNI. Re-ingest its documents "
+                "into a new data folder to embed with 7-bit weights, exact on every CPU"
+            )
+        model_file = onnx_int8.exported_path(path, onnx_int8.export_dir(), weight_bits)
         if not model_file.exists():
             log.info("exporting the embedding model to int8 (once): %s", model_file)
             try:
-                onnx_int8.export_int8(path, model_file)
+                onnx_int8.export_int8(path, model_file, weight_bits)
             except OSError as exc:
                 raise OSError(
                     f"cannot export the int8 embedding model to {model_file.parent}: "
@@ -165,21 +204,25 @@ class Embedder:
         return model_file
 
     def follow(self, recorded: str | None) -> None:
-        """Embed in the precision a knowledge base recorded (its ``identity``), unless
-        this embedder's precision was asked for: a knowledge base embedded before int8
-        was the default keeps float32, and one embedded in int8 stays so, whatever the
-        default. A precision asked for is checked, and refused, by the knowledge base."""
-        if not self.follows or recorded is None:
+        """Embed with the runtime a knowledge base recorded (its ``identity``), unless
+        this embedder's precision was asked for and the knowledge base's is another: a
+        knowledge base embedded before int8 was the default keeps float32, one embedded
+        in int8 stays so whatever the default, and one embedded with int8's 8-bit weights
+        keeps them, int8 asked for or not. A precision asked for that differs is checked,
+        and refused, by the knowledge base."""
+        if recorded is None:
             return
-        for precision in EmbeddingPrecision:
-            if precision is not self.precision and recorded == self.identity_in(precision):
+        for runtime in RUNTIMES:
+            if runtime == self.runtime or recorded != self._identity(runtime):
+                continue
+            if self.follows or runtime.precision is self.precision:
                 with self._lock:
                     loaded = self._encode is not None
-                    self.precision, self._encode, self._encode_questions = precision, None, None
-                    log.info("the knowledge base was embedded in %s: embedding so", precision)
+                    self.runtime, self._encode, self._encode_questions = runtime, None, None
+                    log.info("the knowledge base was embedded with %s: embedding so", runtime.name)
                     if loaded:
                         self._load()
-                return
+            return
 
     @property
     def loaded(self) -> bool:
@@ -188,12 +231,16 @@ class Embedder:
     @property
     def identity(self) -> str:
         """What this embedder's vectors depend on: the model, its dimension, the runtime."""
-        return self.identity_in(self.precision)
+        return self._identity(self.runtime)
 
     def identity_in(self, precision: EmbeddingPrecision) -> str:
-        """The identity of this model's vectors in ``precision``."""
+        """The identity of this model's vectors in ``precision`` (its runtime for a new
+        knowledge base)."""
+        return self._identity(runtime_of(precision))
+
+    def _identity(self, runtime: Runtime) -> str:
         model = (self.model_path or bundled_model_path()).name
-        return f"{model}, {EMBEDDING_DIM} dims, {RUNTIMES[precision]}"
+        return f"{model}, {EMBEDDING_DIM} dims, {runtime.name}"
 
     @property
     def threads(self) -> int:

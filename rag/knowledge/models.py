@@ -203,13 +203,13 @@ class EmbeddingPrecision(StrEnum):
     Measured on the real corpus's 1,047 chunks and 245 gold questions (one thread):
 
     - float32: torch, as every knowledge base before the precisions; the default on a
-      CPU without VNNI or AMX.
-    - int8: documents on ONNX Runtime, the matrix products quantized
-      (``rag.knowledge.onnx_int8``), questions in float32; the default on a CPU with
-      VNNI or AMX (``rag.knowledge.embedding.default_precision``). Through the read path
-      on the real corpus: 2.08x float32's whole ingest, the same recall@3 (0.869), and
-      as many rewordings building a question's prefix (106 of 244, float32 104)
-      (``docs/performance.md``, "Embeddings in int8").
+      CPU without AVX2 and on other architectures.
+    - int8: documents on ONNX Runtime, the matrix products quantized with 7-bit weights
+      (``rag.knowledge.onnx_int8``), questions in float32; the default on an x86 CPU
+      with AVX2 (``rag.knowledge.embedding.default_precision``). Through the read path
+      on the real corpus: about 2x float32's whole ingest (2-core Xeon with VNNI), the
+      same recall@3 (0.869), and as many rewordings building a question's prefix (105
+      of 244, float32 104) (``docs/performance.md``, "Embeddings in int8").
     - bfloat16, on a CPU with bf16 in hardware (``avx512_bf16``, ``amx_bf16``): 1.78x,
       recall@3 0.857. Without such hardware it is emulated and slower than float32.
 

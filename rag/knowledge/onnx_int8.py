@@ -16,6 +16,19 @@ questions' dense recall@3 moved between 0.837 and 0.857 with the batching alone.
 recall@3 was 0.865 (float32: 0.857), the vectors' cosine to float32's 0.983 at the
 least (0.994 on average). Questions are not embedded here but in float32
 (``Embedder.embed_questions`` says why).
+
+The weights have 7 bits (``WEIGHT_BITS``), so that every x86 CPU computes the same
+vectors. ONNX Runtime multiplies uint8 activations by int8 weights; without VNNI or AMX
+(AVX2, AVX-512 without VNNI) it does so with ``VPMADDUBSW``, which adds two products into
+a saturating int16: with 8-bit weights, 255 x 127 x 2 overflows it, and the vectors, and
+which near-ties they flip, would depend on the host. With 7 bits (-64..63) the sum stays
+within int16, so those CPUs compute exactly what VNNI computes (ONNX Runtime's
+``reduce_range``, documented for that case). Measured on the real section (2-core Xeon
+with VNNI, one thread, 2026-12-05): 71.0 chunks/s against 8-bit weights' 73.0 (float32
+26.2); the vectors' cosine to float32's 0.964 at the least, 0.9925 on average (8 bits:
+0.975, 0.9943); through the read path recall@3 0.869 with either, and 105 of 244
+rewordings build their question's prompt prefix (8 bits 106, float32 104).
+Knowledge bases embedded with 8-bit weights keep them (``Embedder.follow``).
 """
 
 from __future__ import annotations
@@ -35,20 +48,36 @@ from sentence_transformers import SentenceTransformer
 
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 OPSET = 17
-#: CPU flags of int8 products accumulated in int32 exactly: VNNI and AMX. Without them
-#: (AVX2 alone) ONNX Runtime multiplies with ``VPMADDUBSW``, which its documentation says
-#: can saturate; the vectors, and which near-ties they flip, would then depend on the host.
+#: The weights' bits in a new export (the module's docstring says why 7).
+WEIGHT_BITS = 7
+#: CPU flags of int8 products accumulated in int32 exactly whatever the weights' bits:
+#: VNNI and AMX. Without them 8-bit weights can saturate (see the module's docstring).
 EXACT_INT8_FLAGS = frozenset({"avx512_vnni", "avx_vnni", "amx_int8"})
+#: CPU flags of the int8 multiply-adds ONNX Runtime uses on x86: AVX2 (every CPU with
+#: VNNI or AMX has it too).
+INT8_FLAGS = frozenset({"avx2"}) | EXACT_INT8_FLAGS
 
 
-def int8_in_hardware(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
-    """Whether this CPU multiplies int8 exactly in hardware (``EXACT_INT8_FLAGS``)."""
+def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> frozenset[str]:
+    """The CPU's flags as the kernel lists them (x86; none where unreadable or on other
+    architectures, whose ``/proc/cpuinfo`` calls them features)."""
     try:
         lines = cpuinfo.read_text(errors="replace").splitlines()
     except OSError:
-        return False
+        return frozenset()
     flags = next((line.partition(":")[2].split() for line in lines if line.startswith("flags")), [])
-    return not EXACT_INT8_FLAGS.isdisjoint(flags)
+    return frozenset(flags)
+
+
+def int8_in_hardware(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+    """Whether this CPU multiplies int8 in hardware as ONNX Runtime uses it (``INT8_FLAGS``):
+    exactly, with 7-bit weights."""
+    return not INT8_FLAGS.isdisjoint(cpu_flags(cpuinfo))
+
+
+def exact_with_8bit_weights(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+    """Whether this CPU multiplies 8-bit weights exactly too (``EXACT_INT8_FLAGS``)."""
+    return not EXACT_INT8_FLAGS.isdisjoint(cpu_flags(cpuinfo))
 
 
 def export_dir() -> Path:
@@ -71,21 +100,28 @@ def onnxruntime_module() -> ModuleType:
     return onnxruntime
 
 
-def exported_path(model_path: Path, folder: Path) -> Path:
-    """The int8 file for the model at ``model_path``: named by the weights' size and
-    modification time and ONNX Runtime's version, so a new model or quantizer exports
-    again instead of reusing a stale file."""
+def exported_path(model_path: Path, folder: Path, weight_bits: int = WEIGHT_BITS) -> Path:
+    """The int8 file for the model at ``model_path`` with weights of ``weight_bits``:
+    named by the weights' size and modification time and ONNX Runtime's version, so a
+    new model or quantizer exports again instead of reusing a stale file. 8-bit weights
+    keep the name they had before 7-bit ones, so a file exported then is reused."""
     weights = model_path / "model.safetensors"
     stat = weights.stat()
     version = onnxruntime_module().__version__.replace(".", "_")
-    return folder / f"{model_path.name}-{stat.st_size}-{stat.st_mtime_ns}-ort{version}-int8.onnx"
+    bits = "" if weight_bits == 8 else f"-w{weight_bits}"
+    return folder / (
+        f"{model_path.name}-{stat.st_size}-{stat.st_mtime_ns}-ort{version}-int8{bits}.onnx"
+    )
 
 
-def export_int8(model_path: Path, target: Path) -> Path:
-    """Export the sentence-transformers model at ``model_path`` to ``target`` (int8).
+def export_int8(model_path: Path, target: Path, weight_bits: int = WEIGHT_BITS) -> Path:
+    """Export the sentence-transformers model at ``model_path`` to ``target`` (int8, its
+    weights of ``weight_bits``: 7 or 8).
 
     Written to temporary files beside ``target`` and renamed into place, so a crash or
     a second process exporting at the same time never leaves a partial model."""
+    if weight_bits not in (7, 8):
+        raise ValueError(f"int8 weights have 7 or 8 bits, not {weight_bits}")
     onnxruntime_module()
     from onnxruntime.quantization import QuantType, quantize_dynamic  # loads onnx: only here
 
@@ -120,6 +156,7 @@ def export_int8(model_path: Path, target: Path) -> Path:
             str(quantized),
             weight_type=QuantType.QInt8,
             per_channel=True,
+            reduce_range=weight_bits == 7,
             extra_options={"DefaultTensorType": 1},  # float, where shape inference stops
         )
         os.replace(quantized, target)

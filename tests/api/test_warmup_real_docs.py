@@ -11,7 +11,8 @@ The tests share one ingested knowledge base and run in file order: the change te
 uses the entries the seed and hot tests warmed, and the restart test restarts the
 service, near the end. Each question pair below retrieves the same
 passages and triples for both wordings in both default precisions (float32, and int8
-on a CPU with VNNI or AMX; checked on this corpus), so the rewording can hit the
+on an x86 CPU with AVX2, with 7-bit weights and with the 8-bit ones it had before;
+checked on this corpus), so the rewording can hit the
 first's prefix. Fewer rewordings keep the prefix than one would think:
 "How can I make an annotated tag?" does in float32, not in int8, and on the real
 corpus 104-106 of 244 rule-made rewordings do (``bench.precision_quality``).

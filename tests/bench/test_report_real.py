@@ -162,7 +162,7 @@ def test_int8s_ingest_is_reported_against_the_defaults(tmp_path: Path) -> None:
 
 
 def test_float32s_ingest_is_reported_against_an_int8_default(tmp_path: Path) -> None:
-    """On a CPU with VNNI or AMX the default is int8: float32 is the one measured
+    """On an x86 CPU with AVX2 the default is int8: float32 is the one measured
     beside it."""
     data = real(120.0, 0.8)
     data["real"]["ingest_rate"] = ingest_rate(20.0, 50.0) | {"precision": "int8"}

@@ -224,6 +224,29 @@ def test_a_knowledge_base_from_before_the_embedder_was_recorded_stays_float32(
     kv.close()
 
 
+def test_a_knowledge_base_embedded_with_8bit_int8_weights_keeps_them(tmp_path: Path) -> None:
+    """int8 had 8-bit weights until 7-bit ones: a knowledge base recorded so opens with
+    the default and with int8 asked for, keeps its record, and embeds its new chunks as
+    it embedded its old ones. Its record is rewritten here to make one."""
+    seven = Embedder(precision=EmbeddingPrecision.INT8)
+    kb = kb_on(tmp_path, seven)
+    kb.upsert([doc(0)])
+    kb.close()
+    eight = seven.identity.removesuffix(", 7-bit weights")
+    kv = SqliteKVStore(tmp_path / STATE_FILE)
+    kv.put("embedding", {"value": eight}, collection=META)
+    kv.commit()
+    kv.close()
+    for embedder in (Embedder(), Embedder(precision=EmbeddingPrecision.INT8)):
+        kb = kb_on(tmp_path, embedder)
+        assert embedder.identity == eight and embedder.runtime.weight_bits == 8
+        kb.upsert([doc(1)])
+        kb.close()
+    kv = SqliteKVStore(tmp_path / STATE_FILE)
+    assert kv.get("embedding", collection=META) == {"value": eight}
+    kv.close()
+
+
 def test_a_knowledge_base_keeps_its_precision_and_refuses_another_asked_for(
     tmp_path: Path, embedder: Embedder
 ) -> None:
