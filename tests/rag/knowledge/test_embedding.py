@@ -201,11 +201,14 @@ def test_a_knowledge_base_embedded_with_8bit_weights_keeps_them(
     assert not np.array_equal(eights, sevens) and (eights * sevens).sum(axis=1).min() > 0.97
 
 
-def test_the_default_precision_is_int8_where_int8_is_exact(
+def test_the_default_precision_is_int8_where_the_cpu_multiplies_int8(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    for exact, expected in ((True, EmbeddingPrecision.INT8), (False, EmbeddingPrecision.FLOAT32)):
-        monkeypatch.setattr(onnx_int8, "int8_in_hardware", lambda exact=exact: exact)
+    for in_hardware, expected in (
+        (True, EmbeddingPrecision.INT8),
+        (False, EmbeddingPrecision.FLOAT32),
+    ):
+        monkeypatch.setattr(onnx_int8, "int8_in_hardware", lambda v=in_hardware: v)
         default_precision.cache_clear()
         try:
             assert default_precision() is expected
