@@ -173,6 +173,13 @@ class Embedder:
             )
 
         self._encode = self._encode_questions = encode
+        if self.runtime.weight_bits == 8 and not onnx_int8.exact_with_8bit_weights():
+            log.warning(
+                "this knowledge base was embedded in int8 with 8-bit weights, which this "
+                "CPU (no VNNI or AMX) can compute with saturated sums: its new vectors may "
+                "differ a little from those of a CPU with VNNI. Re-ingest its documents "
+                "into a new data folder to embed with 7-bit weights, exact on every CPU"
+            )
         if self.runtime.weight_bits:
             self._encode = onnx_int8.Int8Encoder(
                 self._int8_file(path, self.runtime.weight_bits),
@@ -183,13 +190,6 @@ class Embedder:
 
     @staticmethod
     def _int8_file(path: Path, weight_bits: int) -> Path:
-        if weight_bits == 8 and not onnx_int8.exact_with_8bit_weights():
-            log.warning(
-                "this knowledge base was embedded in int8 with 8-bit weights, which this "
-                "CPU (no VNNI or AMX) can compute with saturated sums: its new vectors may "
-                "differ a little from those of a CPU with VNNI. Re-ingest its documents "
-                "into a new data folder to embed with 7-bit weights, exact on every CPU"
-            )
         model_file = onnx_int8.exported_path(path, onnx_int8.export_dir(), weight_bits)
         if not model_file.exists():
             log.info("exporting the embedding model to int8 (once): %s", model_file)
@@ -318,7 +318,10 @@ def _shared(precision: EmbeddingPrecision | None, default: EmbeddingPrecision | 
     return Embedder(precision=precision, default=default)
 
 
-if __name__ == "__main__":  # `make install` and the Dockerfile: export the int8 model once
+if __name__ == "__main__":  # `make install` and the Dockerfile: export the int8 models once
     logging.basicConfig(format="%(message)s")  # the quantizer's own notes stay quiet
     log.setLevel(logging.INFO)
-    Embedder(precision=EmbeddingPrecision.INT8).warm_up()
+    # 7-bit weights for new knowledge bases, 8-bit for those embedded before them: a
+    # container's user cannot export into the image's venv when one opens.
+    for bits in sorted({r.weight_bits for r in RUNTIMES} - {0}):
+        Embedder._int8_file(bundled_model_path(), bits)

@@ -21,13 +21,14 @@ The weights have 7 bits (``WEIGHT_BITS``), so that every x86 CPU computes the sa
 vectors. ONNX Runtime multiplies uint8 activations by int8 weights; without VNNI or AMX
 (AVX2, AVX-512 without VNNI) it does so with ``VPMADDUBSW``, which adds two products into
 a saturating int16: with 8-bit weights, 255 x 127 x 2 overflows it, and the vectors, and
-which near-ties they flip, would depend on the host. With 7 bits (-64..63) the sum stays
-within int16, so those CPUs compute exactly what VNNI computes (ONNX Runtime's
-``reduce_range``, documented for that case). Measured on the real section (2-core Xeon
-with VNNI, one thread, 2026-12-05): 71.0 chunks/s against 8-bit weights' 73.0 (float32
-26.2); the vectors' cosine to float32's 0.964 at the least, 0.9925 on average (8 bits:
-0.975, 0.9943); through the read path recall@3 0.869 with either, and 105 of 244
-rewordings build their question's prompt prefix (8 bits 106, float32 104).
+which near-ties they flip, would depend on the host. With 7-bit weights (-64..64, as
+ONNX Runtime's ``reduce_range`` makes them for that case) the sum stays within int16
+(255 x 64 x 2 = 32,640), so those CPUs compute exactly what VNNI computes. Measured on
+the real section (2-core Xeon with VNNI, one thread, 2026-12-05): end to end with the
+graph, 1.02-1.05x 8-bit weights' rate (three pairs); the vectors' cosine to float32's
+0.964 at the least, 0.9925 on average (8 bits: 0.975, 0.9943); through the read path
+recall@3 0.869 with either, and 105 of 244 rewordings build their question's prompt
+prefix (8 bits 106, float32 104). Not measured on a CPU with AVX2 alone.
 Knowledge bases embedded with 8-bit weights keep them (``Embedder.follow``).
 """
 
