@@ -39,6 +39,7 @@ from pydantic import BaseModel
 from api.config import Settings
 from api.retrieval import ReadPath, build_read_path
 from api.stores import build_knowledge
+from bench.batches import ingest_in_batches
 from rag.chat.change_rule import ContextBars
 from rag.chat.memo import retrieve_context
 from rag.chat.prompt import PromptBuilder
@@ -152,8 +153,7 @@ def measure(
     knowledge.open()
     try:
         started = time.perf_counter()
-        for i in range(0, len(documents), INGEST_BATCH):
-            anyio.run(knowledge.ingest, list(documents[i : i + INGEST_BATCH]))
+        ingest_in_batches(knowledge, documents, INGEST_BATCH)
         log(f"ingested {len(documents)} documents in {time.perf_counter() - started:.0f} s")
         contexts = resolve(path, builder, questions, settings.top_k)
         rows = []

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, Unpack
 
-import anyio
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import BaseModel, TypeAdapter
@@ -22,6 +21,7 @@ from api.residency import child_endpoint
 from api.schemas import ChatResponse
 from api.server import ThreadedServer, free_port
 from api.stores import build_knowledge
+from bench.batches import ingest_in_batches
 from bench.paths import REPO, bench_dir
 from bench.strategies import Overrides
 from rag.knowledge.base import KnowledgeBase
@@ -232,8 +232,7 @@ def ingested(
         knowledge.open()
         try:
             started = time.perf_counter()
-            for i in range(0, len(documents), batch):
-                anyio.run(knowledge.ingest, documents[i : i + batch])
+            ingest_in_batches(knowledge, documents, batch)
             yield Ingested(knowledge, settings, time.perf_counter() - started)
         finally:
             knowledge.close()

@@ -28,12 +28,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import anyio
 from llama_index.core.node_parser import NodeParser, SentenceSplitter
 from llama_index.core.schema import MetadataMode
 
 from api.config import Settings
 from api.stores import build_knowledge
+from bench.batches import ingest_in_batches
 from bench.real_records import IngestRate, RunRate
 from bench.stage_clock import Stage, StageClock, Stopwatch
 from kg.extract import TripleExtractor
@@ -179,8 +179,7 @@ def _measure_end_to_end(
     knowledge = KnowledgeService(kb, GraphSync(kb, graph, extractor))
     try:
         with clock.running(), Stopwatch() as watch:
-            for batch in _batches(documents, batch_size):
-                anyio.run(knowledge.ingest, batch)
+            ingest_in_batches(knowledge, documents, batch_size)
         chunks = kb.count_chunks()
     finally:
         kb.close()

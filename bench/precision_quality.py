@@ -24,11 +24,10 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-import anyio
-
 from api.config import Settings
 from api.retrieval import build_read_path
 from api.stores import build_knowledge
+from bench.batches import ingest_in_batches
 from bench.machine import Machine, this_machine
 from bench.paths import bench_dir
 from bench.real_corpus import RealWorkload
@@ -120,8 +119,7 @@ def measure(
     knowledge = build_knowledge(settings, embedder)
     knowledge.open()
     try:
-        for i in range(0, len(documents), BATCH):
-            anyio.run(knowledge.ingest, documents[i : i + BATCH])
+        ingest_in_batches(knowledge, documents, BATCH)
         retriever = build_read_path(settings, knowledge, embedder).retriever
         builder = PromptBuilder(order=settings.passage_order)
         pairs = [(g.question, r) for g in golds if (r := reworded(g.question)) is not None]
