@@ -30,10 +30,11 @@ class RecordingKnowledge:
 
     def __init__(self) -> None:
         self.batches: list[list[str]] = []
-        self.loops: set[int] = set()
+        # The loops themselves, not their ids: a closed loop's id can be reused.
+        self.loops: list[asyncio.AbstractEventLoop] = []
 
     async def ingest(self, documents: Sequence[DocumentIn]) -> Change:
-        self.loops.add(id(asyncio.get_running_loop()))
+        self.loops.append(asyncio.get_running_loop())
         self.batches.append([d.id for d in documents])
         return Change([d.id for d in documents])
 
@@ -47,7 +48,8 @@ def test_batches_run_in_order_on_one_loop_and_no_change_is_formatted() -> None:
 
     assert knowledge.batches == [["doc-0", "doc-1"], ["doc-2", "doc-3"], ["doc-4"]]
     assert [c.ids for c in changes] == knowledge.batches
-    assert len(knowledge.loops) == 1
+    assert len(knowledge.loops) == 3
+    assert all(loop is knowledge.loops[0] for loop in knowledge.loops)
     assert Change.formatted == 0
 
 
