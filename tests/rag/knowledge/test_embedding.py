@@ -1,6 +1,7 @@
 """The embedding model's precisions (``EmbeddingPrecision``): bfloat16 and int8 vectors
-stay those of float32 within tolerance and rank passages the same on a small set; int8's
-exported model is made once and reused; the setting picks the process-wide embedder."""
+stay those of float32 within tolerance and rank passages the same on a small set; questions
+run on ONNX Runtime in float32 (torch where that cannot be exported); the exported models
+are made once and reused; the setting picks the process-wide embedder."""
 
 from __future__ import annotations
 
@@ -11,12 +12,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sentence_transformers import SentenceTransformer
 
 from api.config import Settings
-from rag.knowledge import onnx_int8
-from rag.knowledge.embedding import Embedder, default_precision, shared_embedder
+from rag.knowledge import onnx_model
+from rag.knowledge.embedding import (
+    Embedder,
+    bundled_model_path,
+    default_precision,
+    shared_embedder,
+)
 from rag.knowledge.models import EmbeddingPrecision
-from rag.knowledge.onnx_int8 import int8_in_hardware
+from rag.knowledge.onnx_model import int8_in_hardware
 
 PASSAGES = [
     "Lyon is a city on the Rhone; its old town is listed by UNESCO.",
@@ -78,21 +85,76 @@ def test_int8_embeds_questions_in_float32(float32: Embedder) -> None:
     assert not np.allclose(int8.embed_texts(QUESTIONS), float32.embed_texts(QUESTIONS), atol=1e-3)
 
 
-def test_the_int8_model_is_exported_once_and_reused(
+@pytest.mark.parametrize("precision", [EmbeddingPrecision.FLOAT32, EmbeddingPrecision.INT8])
+def test_questions_run_on_onnx_runtime_in_float32(
+    precision: EmbeddingPrecision, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Questions run on the float32 export, not through torch (a third of its time), and
+    come out as torch computes them: what a knowledge base's chunks were ranked against
+    before stays so."""
+    torch_model = SentenceTransformer(str(bundled_model_path()), device="cpu")
+    expected = torch_model.encode(QUESTIONS, normalize_embeddings=True, convert_to_numpy=True)
+    embedder = Embedder(precision=precision)
+    embedder.warm_up()
+
+    def no_torch(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a question went through torch")
+
+    monkeypatch.setattr(SentenceTransformer, "encode", no_torch)
+    np.testing.assert_allclose(embedder.embed_questions(QUESTIONS), expected, atol=1e-6)
+    assert embedder.model_path is not None
+    exported = onnx_model.exported_path(
+        embedder.model_path, onnx_model.export_dir(), onnx_model.FLOAT32_BITS
+    )
+    assert exported.name.endswith("-float32.onnx") and exported.exists()
+
+
+def test_questions_fall_back_to_torch_where_their_export_cannot_be_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Injected: every export fails with a permission error (a read-only installation
+    without the exports). A float32 knowledge base still answers, its questions through
+    torch, and says why; int8 cannot embed its documents and says what to do."""
+    monkeypatch.setattr(onnx_model, "export_dir", lambda: tmp_path / "share")
+
+    def refused(model_path: Path, target: Path, weight_bits: int) -> Path:
+        raise PermissionError(13, "Permission denied", str(target.parent))
+
+    monkeypatch.setattr(onnx_model, "export_model", refused)
+    embedder = Embedder(precision=EmbeddingPrecision.FLOAT32)
+    with caplog.at_level("WARNING", logger="rag.knowledge.embedding"):
+        vectors = embedder.embed_questions(QUESTIONS)
+    assert "embedding questions with torch instead" in caplog.text
+    assert str(tmp_path / "share") in caplog.text
+    torch_model = SentenceTransformer(str(bundled_model_path()), device="cpu")
+    expected = torch_model.encode(QUESTIONS, normalize_embeddings=True, convert_to_numpy=True)
+    np.testing.assert_allclose(vectors, expected, atol=1e-6)
+    refusal = r"cannot export the embedding model to .*share.*PRECISION=float32"
+    with pytest.raises(OSError, match=refusal):
+        Embedder(precision=EmbeddingPrecision.INT8).warm_up()
+
+
+def test_the_onnx_models_are_exported_once_and_reused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(onnx_int8, "export_dir", lambda: tmp_path / "share")
+    monkeypatch.setattr(onnx_model, "export_dir", lambda: tmp_path / "share")
     first = Embedder(precision=EmbeddingPrecision.INT8)
     first.warm_up()
     assert first.model_path is not None
-    exported = onnx_int8.exported_path(first.model_path, tmp_path / "share")
-    assert exported.exists() and list(exported.parent.iterdir()) == [exported]  # no leftovers
-    made = exported.stat().st_mtime_ns
+    exported = {
+        onnx_model.exported_path(first.model_path, tmp_path / "share", bits)
+        for bits in (onnx_model.WEIGHT_BITS, onnx_model.FLOAT32_BITS)
+    }
+    assert set(tmp_path.joinpath("share").iterdir()) == exported  # no leftovers
+    made = {path: path.stat().st_mtime_ns for path in exported}
     calls: list[Path] = []
-    monkeypatch.setattr(onnx_int8, "export_int8", lambda *args: calls.append(args[1]))
+    monkeypatch.setattr(onnx_model, "export_model", lambda *args: calls.append(args[1]))
     second = Embedder(precision=EmbeddingPrecision.INT8)
     np.testing.assert_array_equal(second.embed_texts(PASSAGES), first.embed_texts(PASSAGES))
-    assert calls == [] and exported.stat().st_mtime_ns == made
+    np.testing.assert_array_equal(
+        second.embed_questions(QUESTIONS), first.embed_questions(QUESTIONS)
+    )
+    assert calls == [] and {path: path.stat().st_mtime_ns for path in exported} == made
 
 
 def test_an_identity_is_the_same_before_and_after_the_model_loads() -> None:
@@ -135,9 +197,9 @@ def test_int8_in_hardware_is_avx2_and_exact_with_8bit_weights_only_with_vnni_or_
     cpuinfo = tmp_path / "cpuinfo"
     cpuinfo.write_text(f"processor\t: 0\nmodel name\t: a CPU\nflags\t\t: {flags}\n\n")
     assert int8_in_hardware(cpuinfo) is int8
-    assert onnx_int8.exact_with_8bit_weights(cpuinfo) is exact_with_8bit_weights
+    assert onnx_model.exact_with_8bit_weights(cpuinfo) is exact_with_8bit_weights
     for absent in (tmp_path / "absent", arm_cpuinfo(tmp_path)):
-        assert not int8_in_hardware(absent) and not onnx_int8.exact_with_8bit_weights(absent)
+        assert not int8_in_hardware(absent) and not onnx_model.exact_with_8bit_weights(absent)
 
 
 def arm_cpuinfo(folder: Path) -> Path:
@@ -166,7 +228,7 @@ def test_a_new_int8_model_has_7_bit_weights() -> None:
     int8 = Embedder(precision=EmbeddingPrecision.INT8)
     int8.warm_up()
     assert int8.model_path is not None and int8.runtime.weight_bits == 7
-    exported = onnx_int8.exported_path(int8.model_path, onnx_int8.export_dir())
+    exported = onnx_model.exported_path(int8.model_path, onnx_model.export_dir())
     assert exported.name.endswith("-int8-w7.onnx")
     low, high = weight_range(exported)
     assert low >= -64 and high <= 64 and high - low > 100
@@ -182,8 +244,8 @@ def test_a_knowledge_base_embedded_with_8bit_weights_keeps_them(
     sevens = seven.embed_texts(PASSAGES)
     recorded = seven.identity.removesuffix(", 7-bit weights")
     assert recorded.endswith(", 384 dims, onnxruntime int8")
-    monkeypatch.setattr(onnx_int8, "export_dir", lambda: tmp_path / "share")
-    monkeypatch.setattr(onnx_int8, "exact_with_8bit_weights", lambda: False)
+    monkeypatch.setattr(onnx_model, "export_dir", lambda: tmp_path / "share")
+    monkeypatch.setattr(onnx_model, "exact_with_8bit_weights", lambda: False)
     asked = Embedder(precision=EmbeddingPrecision.INT8)
     for embedder in (Embedder(), asked):
         embedder.follow(recorded)
@@ -195,7 +257,7 @@ def test_a_knowledge_base_embedded_with_8bit_weights_keeps_them(
         eights = asked.embed_texts(PASSAGES)
     assert "8-bit weights" in caplog.text and "Re-ingest" in caplog.text
     assert asked.model_path is not None
-    exported = onnx_int8.exported_path(asked.model_path, tmp_path / "share", 8)
+    exported = onnx_model.exported_path(asked.model_path, tmp_path / "share", 8)
     assert exported.name.endswith("-int8.onnx")  # the name it had: a file exported then is reused
     assert weight_range(exported) == (-127, 127)
     assert not np.array_equal(eights, sevens) and (eights * sevens).sum(axis=1).min() > 0.97
@@ -208,7 +270,7 @@ def test_the_default_precision_is_int8_where_the_cpu_multiplies_int8(
         (True, EmbeddingPrecision.INT8),
         (False, EmbeddingPrecision.FLOAT32),
     ):
-        monkeypatch.setattr(onnx_int8, "int8_in_hardware", lambda v=in_hardware: v)
+        monkeypatch.setattr(onnx_model, "int8_in_hardware", lambda v=in_hardware: v)
         default_precision.cache_clear()
         try:
             assert default_precision() is expected
@@ -225,7 +287,7 @@ def test_onnx_runtime_writes_nothing_to_the_home_folder_or_tmp(tmp_path: Path) -
     env["HOME"] = str(tmp_path)
     script = (
         "import os\n"
-        "from rag.knowledge.onnx_int8 import onnxruntime_module\n"
+        "from rag.knowledge.onnx_model import onnxruntime_module\n"
         "onnxruntime_module().SessionOptions()\n"
         "print(os.getpid())\n"
     )
