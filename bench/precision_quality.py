@@ -87,6 +87,13 @@ def agreement(
     retriever: Retriever, builder: PromptBuilder, pairs: Sequence[tuple[str, str]]
 ) -> PairAgreement:
     """Retrieve both wordings of each pair as a chat does, and compare their prefixes."""
+    return same_prompts(builder, [(retriever.retrieve(a), retriever.retrieve(b)) for a, b in pairs])
+
+
+def same_prompts(
+    builder: PromptBuilder, pairs: Sequence[tuple[Retrieval, Retrieval]]
+) -> PairAgreement:
+    """How many pairs of retrievals build the same prompt prefix, passages and facts."""
 
     def same(a: Retrieval, b: Retrieval, passages: bool = True, facts: bool = True) -> bool:
         def key(r: Retrieval) -> str:
@@ -96,8 +103,7 @@ def agreement(
         return key(a) == key(b)
 
     prefix = passages = facts = 0
-    for first, second in pairs:
-        a, b = retriever.retrieve(first), retriever.retrieve(second)
+    for a, b in pairs:
         prefix += same(a, b)
         passages += same(a, b, facts=False)
         facts += same(a, b, passages=False)

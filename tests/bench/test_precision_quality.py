@@ -5,30 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import anyio
 import pytest
 
-from api.config import Settings
-from api.retrieval import build_read_path
-from api.stores import build_knowledge
 from bench.precision_quality import agreement, reworded
-from rag.chat.prompt import PromptBuilder
 from rag.knowledge.embedding import Embedder
-from rag.knowledge.models import DocumentIn
-
-STASH = "How do I list the stash entries?"
-TAG = "How do I create an annotated tag?"
-#: Eight one-chunk pages: the two questions' top 3 are not the same three.
-TOPICS = {
-    "stash": "Git stash saves local changes. Run git stash list to list the stash entries.",
-    "tag": "Git tag creates tags. Run git tag -a v1.0 to create an annotated tag.",
-    "remote": "Git remote manages the repositories you track, such as origin.",
-    "rebase": "Git rebase replays your commits on top of another base commit.",
-    "bisect": "Git bisect finds the commit that introduced a bug by binary search.",
-    "config": "Git config reads and writes settings such as user.name and user.email.",
-    "blame": "Git blame shows which commit last changed each line of a file.",
-    "clone": "Git clone copies a repository into a new directory.",
-}
+from tests.bench.topics import STASH, TAG, topics_read_path
 
 
 @pytest.mark.parametrize(
@@ -50,16 +31,7 @@ def test_each_question_form_is_reworded_by_its_rule(question: str, expected: str
 def test_pairs_agree_only_where_both_wordings_build_one_prefix(
     tmp_path: Path, embedder: Embedder
 ) -> None:
-    settings = Settings(data_dir=tmp_path, seed_sample_kb=False)
-    knowledge = build_knowledge(settings, embedder)
-    knowledge.open()
-    try:
-        documents = [DocumentIn(id=topic, text=text) for topic, text in TOPICS.items()]
-        anyio.run(knowledge.ingest, documents)
-        retriever = build_read_path(settings, knowledge, embedder).retriever
-        builder = PromptBuilder(order=settings.passage_order)
+    with topics_read_path(tmp_path, embedder) as (retriever, builder):
         found = agreement(retriever, builder, [(STASH, STASH), (STASH, TAG)])
-    finally:
-        knowledge.close()
     assert found.pairs == 2
     assert found.same_prefix == found.same_passages == 1
