@@ -145,7 +145,11 @@ def test_the_onnx_models_are_exported_once_and_reused(
         onnx_model.exported_path(first.model_path, tmp_path / "share", bits)
         for bits in (onnx_model.WEIGHT_BITS, onnx_model.FLOAT32_BITS)
     }
-    assert set(tmp_path.joinpath("share").iterdir()) == exported  # no leftovers
+    float32 = onnx_model.exported_path(first.model_path, tmp_path / "share", 0)
+    weights = onnx_model.weights_file(float32)
+    assert set(tmp_path.joinpath("share").iterdir()) == exported | {weights}  # no leftovers
+    assert weights.stat().st_size > 80_000_000 > float32.stat().st_size  # mapped, not copied
+    assert weights.stat().st_mode == float32.stat().st_mode  # whoever reads one reads both
     made = {path: path.stat().st_mtime_ns for path in exported}
     calls: list[Path] = []
     monkeypatch.setattr(onnx_model, "export_model", lambda *args: calls.append(args[1]))
