@@ -8,8 +8,8 @@ The real section's documents are ingested in-process into the service's default 
 - ``onnx``: the service's embedder (``Embedder.embed_query``: the float32 export);
 - ``torch``: the same model in sentence-transformers on torch, one thread, as questions
   were embedded before;
-- ``floor``: the model's matrix products alone for the question's word-pieces (torch,
-  one thread): the arithmetic no runtime of this model avoids.
+- and the floor: the arithmetic of the model's matrix products for the question's
+  word-pieces (``MatrixFloor``), at the best rate this core multiplies float32 matrices.
 
 Their order alternates from one question to the next, so that a drift of the host
 weighs on both. Each question is then retrieved as a chat does with either vector
@@ -78,33 +78,42 @@ class QuestionRuntimeReport(Record):
     agreement: PairAgreement
 
 
-def matrix_products(model: SentenceTransformer) -> Callable[[int], None]:
-    """The model's linear layers, applied to ``tokens`` rows of zeros: their products
-    alone, without attention's softmax, the norms or the runtime's own overhead."""
-    layers = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+class MatrixFloor:
+    """How long a question's matrix products take at least: their multiply-adds (each
+    linear layer's weights, once a word-piece) at the best rate measured for a product
+    the size of the model's feed-forward layer over ``RATE_TOKENS`` word-pieces, on
+    one thread. Attention, the norms and the runtime's own work come on top."""
 
-    def run(tokens: int) -> None:
-        with torch.inference_mode():
-            for layer in layers:
-                torch.nn.functional.linear(
-                    torch.zeros(1, tokens, layer.in_features), layer.weight, layer.bias
-                )
+    RATE_TOKENS = 128
 
-    return run
+    def __init__(self, model: SentenceTransformer) -> None:
+        layers = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+        self.weights = sum(layer.in_features * layer.out_features for layer in layers)
+        widest = max(layers, key=lambda layer: layer.in_features * layer.out_features)
+        rows = torch.randn(self.RATE_TOKENS, widest.in_features)
+        weight = widest.weight.detach().T.contiguous()
+        best = min(timed(lambda: torch.mm(rows, weight)) for _ in range(50))
+        #: Float operations a millisecond.
+        self.rate = 2 * self.RATE_TOKENS * widest.in_features * widest.out_features / best
+
+    def ms(self, tokens: int) -> float:
+        return 2 * tokens * self.weights / self.rate
+
+
+def timed(run: Callable[[], object]) -> float:
+    """Milliseconds ``run`` took."""
+    started = time.perf_counter()
+    run()
+    return (time.perf_counter() - started) * 1000
 
 
 def embeddings_of(
-    text: str,
-    embedder: Embedder,
-    reference: SentenceTransformer,
-    floor: Callable[[int], None],
-) -> dict[str, Callable[[], np.ndarray | None]]:
-    """The three ways to time for ``text``, by name (module docstring)."""
-    tokens = embedder.count_tokens(text)
+    text: str, embedder: Embedder, reference: SentenceTransformer
+) -> dict[str, Callable[[], np.ndarray]]:
+    """The question's vector by each runtime, by name (module docstring)."""
     return {
         "onnx": lambda: embedder.embed_query(text),
         "torch": lambda: reference.encode([text], normalize_embeddings=True)[0],
-        "floor": lambda: floor(tokens),
     }
 
 
@@ -128,21 +137,18 @@ def measure(
         retriever = build_read_path(settings, knowledge, embedder).retriever
         torch.set_num_threads(embedder.threads)
         reference = SentenceTransformer(str(bundled_model_path()), device="cpu")
-        floor = matrix_products(reference)
+        floor = MatrixFloor(reference)
         samples: dict[str, list[float]] = {"onnx": [], "torch": [], "floor": []}
-        onnx_vectors, torch_vectors = [], []
+        vectors: dict[str, list[np.ndarray]] = {"onnx": [], "torch": []}
         for i, question in enumerate(questions):
             text = retrieval_text(question)
-            runs = embeddings_of(text, embedder, reference, floor)
+            runs = embeddings_of(text, embedder, reference)
             for name in runs if i % 2 == 0 else reversed(runs):
                 started = time.perf_counter()
-                vector = runs[name]()
+                vectors[name].append(runs[name]())
                 samples[name].append((time.perf_counter() - started) * 1000)
-                if name == "onnx":
-                    onnx_vectors.append(vector)
-                elif name == "torch":
-                    torch_vectors.append(vector)
-        onnx, reference_rows = np.asarray(onnx_vectors), np.asarray(torch_vectors)
+            samples["floor"].append(floor.ms(embedder.count_tokens(text)))
+        onnx, reference_rows = np.asarray(vectors["onnx"]), np.asarray(vectors["torch"])
         builder = PromptBuilder(order=settings.passage_order)
         agreement = compare(retriever, builder, questions, onnx, reference_rows)
         return QuestionRuntimeReport(
