@@ -191,7 +191,7 @@ class Embedder:
     def _float32_questions(self, path: Path) -> Callable[[list[str]], np.ndarray] | None:
         """Questions on ONNX Runtime in float32 (``onnx_model`` gives the measured reason),
         or None where its export cannot be made: torch then embeds them, the same
-        vectors within 1.5e-7, a few milliseconds slower."""
+        vectors within 2e-7, about 5 ms slower."""
         try:
             model_file = self._exported_file(path, onnx_model.FLOAT32_BITS)
         except OSError as exc:
@@ -286,7 +286,7 @@ class Embedder:
 
     def embed_questions(self, texts: Sequence[str]) -> np.ndarray:
         """Questions: as ``embed_texts``, but float32's and int8's in float32 on ONNX
-        Runtime, each alone (``onnx_model``: a third of torch's time for a question).
+        Runtime, each alone (``onnx_model``: half of torch's time for a question).
 
         int8 adds noise of its own to each vector. In documents it is the same for every
         question; in questions it made a question and its rewording retrieve different

@@ -205,7 +205,7 @@ class EmbeddingPrecision(StrEnum):
     - float32: torch, as every knowledge base before the precisions; the default on a
       CPU without AVX2 and on other architectures. Questions, here and in int8, run on
       ONNX Runtime in float32 (``rag.knowledge.onnx_model``: the same vectors within
-      1.5e-7, in a third of torch's time).
+      2e-7, in half of torch's time).
     - int8: documents on ONNX Runtime, the matrix products quantized with 7-bit weights
       (``rag.knowledge.onnx_model``), questions in float32; the default on an x86 CPU
       with AVX2 (``rag.knowledge.embedding.default_precision``). Through the read path
