@@ -14,8 +14,12 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from api.logs import LogFormat
 from rag.chat.prompt import PassageOrder
-from rag.knowledge.models import DEFAULT_CHUNKING, ChunkingStrategy, EmbeddingPrecision
-from rag.knowledge.vectors import EmbeddedIndex
+from rag.knowledge.models import (
+    DEFAULT_CHUNKING,
+    ChunkingStrategy,
+    EmbeddedIndex,
+    EmbeddingPrecision,
+)
 from rag.llm.placement import RoutingPolicy
 from warmup.settings import WarmupSettings
 

@@ -20,9 +20,10 @@ from rag.knowledge.commit import EmbeddedCommit
 from rag.knowledge.edge import EdgeIndex
 from rag.knowledge.embedding import EMBEDDING_DIM, Embedder
 from rag.knowledge.graph_sync import GraphSync
+from rag.knowledge.models import EmbeddedIndex
 from rag.knowledge.service import KnowledgeService
 from rag.knowledge.shared_commit import SharedCommit
-from rag.knowledge.vectors import EmbeddedIndex, QdrantIndex, VectorIndex
+from rag.knowledge.vectors import QdrantIndex, VectorIndex
 
 
 def qdrant_client(settings: Settings) -> QdrantClient:

@@ -5,18 +5,21 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from warmup.budget import WarmBudget
-from warmup.keeper import ResidencyKeeper
 from warmup.models import DeclineReason, WarmEntry
-from warmup.registry import Registry
-from warmup.reports import CycleReport, ReportLog
+from warmup.reports import CycleReport
 from warmup.residency import Residence
-from warmup.restore import Restorer
 from warmup.tracker import ResidencySummary
+
+if TYPE_CHECKING:  # the service's parts: a client reading this view needs none of them
+    from warmup.budget import WarmBudget
+    from warmup.keeper import ResidencyKeeper
+    from warmup.registry import Registry
+    from warmup.reports import ReportLog
+    from warmup.restore import Restorer
 
 
 class BudgetView(BaseModel):

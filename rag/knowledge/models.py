@@ -197,6 +197,13 @@ class ChunkingStrategy(StrEnum):
 DEFAULT_CHUNKING = ChunkingStrategy.STRUCTURE
 
 
+class EmbeddedIndex(StrEnum):
+    """The vector index of the embedded deployment (no Qdrant server)."""
+
+    EDGE = "edge"  # Qdrant Edge: HNSW, in a child process (``rag.knowledge.edge``)
+    LOCAL = "local"  # Qdrant local mode: brute force, the whole store in memory
+
+
 class EmbeddingPrecision(StrEnum):
     """The number format the embedding model computes in (``rag.knowledge.embedding``).
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any, Protocol
 
 from llama_index.core.schema import BaseNode
@@ -30,13 +29,6 @@ from qdrant_client import QdrantClient
 from qdrant_client import models as qm
 
 Payload = dict[str, Any]
-
-
-class EmbeddedIndex(StrEnum):
-    """The vector index of the embedded deployment (no Qdrant server)."""
-
-    EDGE = "edge"  # Qdrant Edge: HNSW, in a child process (``rag.knowledge.edge``)
-    LOCAL = "local"  # Qdrant local mode: brute force, the whole store in memory
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import errno
 import json
 import re
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -31,6 +33,28 @@ DOC = {"id": "zorn", "text": "The river Zorn flows through the town of Kellerby.
 def admin_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("WARMRAG_ADMIN_TOKEN", ADMIN_TOKEN)
     monkeypatch.setenv("COLUMNS", "200")  # rich tables: one line per row
+
+
+#: What the service imports and a client of it must not: together 7-8 s of a command's
+#: start (the embedding model's stack alone 4-5 s), where the client's own imports take 0.4 s.
+SERVICE_STACK = (
+    "torch",
+    "sentence_transformers",
+    "transformers",
+    "onnxruntime",
+    "llama_index.core",
+    "qdrant_client",
+    "spacy",
+    "vllm",
+)
+
+
+def test_the_client_commands_do_not_import_the_service() -> None:
+    """``warmrag --help``, ``ask``, ``status`` and ``ingest`` to a running service talk
+    HTTP: the service's stack loads only for ``serve`` and the embedded commands."""
+    code = f"import sys, api.cli; print(' '.join(m for m in {SERVICE_STACK!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
 
 
 def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:

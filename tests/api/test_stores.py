@@ -9,7 +9,7 @@ import pytest
 from api.config import Settings
 from api.stores import build_knowledge
 from rag.knowledge.embedding import Embedder
-from rag.knowledge.vectors import EmbeddedIndex
+from rag.knowledge.models import EmbeddedIndex
 
 
 def test_local_mode_refuses_a_folder_whose_vectors_moved_into_edge(
