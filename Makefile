@@ -29,7 +29,7 @@ install: $(STAMP)
 # files on one core (2 min 29 s here); left to first imports instead, the vLLM child's
 # first start took 100 s longer. Files that are not Python 3 (templates some packages
 # ship) fail to compile, as they do under pip, and are skipped.
-# The last step exports the bundled embedding model to ONNX (rag/knowledge/onnx_model.py):
+# The last step exports the bundled embedding model to ONNX (rag/knowledge/onnx_export.py):
 # float32 for questions, int8 for documents; once, into the venv, so the service's first
 # start does not.
 $(STAMP): requirements.lock requirements-cpu.lock pyproject.toml

@@ -2,6 +2,11 @@
 
 One instance per process serves ingestion (a llama-index transform), retrieval and
 the knowledge graph, so the model is loaded once and its calls can be counted.
+
+torch and sentence-transformers are imported only where a precision computes with them
+(float32's and bfloat16's documents; questions where their export cannot be made) or an
+export is made: an int8 knowledge base runs on ONNX Runtime alone, and a start spares
+their 3.0 s of imports and 166 MiB (``word_pieces``).
 """
 
 from __future__ import annotations
@@ -12,14 +17,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 import numpy as np
-import torch
-from sentence_transformers import SentenceTransformer
 
 from rag.knowledge import onnx_model
 from rag.knowledge.models import EmbeddingPrecision
+from rag.knowledge.word_pieces import WordPieces
 
 log = logging.getLogger(__name__)
 
@@ -136,15 +139,16 @@ class Embedder:
         self.model_path = model_path
         self.batch_size = batch_size
         self._lock = FairLock()
-        self._tokenizer: Any = None
+        self._pieces: WordPieces | None = None
         self._encode: Callable[[list[str]], np.ndarray] | None = None
         self._encode_questions: Callable[[list[str]], np.ndarray] | None = None
         self.texts_embedded = 0
 
     def warm_up(self) -> None:
-        """Load the model (a few seconds), and its ONNX exports: float32's for questions,
-        int8's for int8's documents (made on a first start if ``make install`` has not,
-        ~10 s each); the first embedding call does it otherwise."""
+        """Load what this precision computes with: its ONNX exports, float32's for
+        questions and int8's for int8's documents (made on a first start if ``make
+        install`` has not, ~10 s each), and the model on torch for float32's and
+        bfloat16's documents (a few seconds); the first embedding call does it otherwise."""
         with self._lock:
             if self._encode is None:
                 self._load()
@@ -154,14 +158,47 @@ class Embedder:
         return self.runtime.precision
 
     def _load(self) -> None:
-        # Loading by path makes no hub call (HF_HUB_OFFLINE=1 is set by the launcher).
         path = self.model_path = self.model_path or bundled_model_path()
         log.info("embedding documents in %s (%s)", self.precision, self.identity)
-        torch.set_num_threads(self._threads)
-        model = SentenceTransformer(str(path), device="cpu")
+        pieces = self._word_pieces()
+        if self.runtime.weight_bits == 8 and not onnx_model.exact_with_8bit_weights():
+            log.warning(
+                "this knowledge base was embedded in int8 with 8-bit weights, which this "
+                "CPU (no VNNI or AMX) can compute with saturated sums: its new vectors may "
+                "differ a little from those of a CPU with VNNI. Re-ingest its documents "
+                "into a new data folder to embed with 7-bit weights, exact on every CPU"
+            )
+        on_torch = None
+        if self.runtime.weight_bits:
+            model_file = self._exported_file(path, self.runtime.weight_bits)
+            self._encode = onnx_model.OnnxEncoder(model_file, pieces, self._threads).encode
+        else:
+            self._encode = on_torch = self._on_torch(self.precision)
         if self.precision is EmbeddingPrecision.BFLOAT16:
+            self._encode_questions = self._encode
+        else:
+            self._encode_questions = (
+                self._float32_questions(path, pieces)
+                or on_torch
+                or self._on_torch(EmbeddingPrecision.FLOAT32)
+            )
+
+    def _word_pieces(self) -> WordPieces:
+        if self._pieces is None:
+            self._pieces = WordPieces(self.model_path or bundled_model_path(), EMBEDDING_WINDOW)
+        return self._pieces
+
+    def _on_torch(self, precision: EmbeddingPrecision) -> Callable[[list[str]], np.ndarray]:
+        """The model on torch through sentence-transformers, in ``precision`` (float32 or
+        bfloat16): imported here, where it is needed, not with this module."""
+        # Loading by path makes no hub call (HF_HUB_OFFLINE=1 is set by the launcher).
+        import torch
+        from sentence_transformers import SentenceTransformer
+
+        torch.set_num_threads(self._threads)
+        model = SentenceTransformer(str(self.model_path), device="cpu")
+        if precision is EmbeddingPrecision.BFLOAT16:
             model.to(torch.bfloat16)
-        self._tokenizer = model.tokenizer
 
         def encode(batch: list[str]) -> np.ndarray:
             return model.encode(
@@ -172,23 +209,11 @@ class Embedder:
                 show_progress_bar=False,
             )
 
-        self._encode = self._encode_questions = encode
-        if self.runtime.weight_bits == 8 and not onnx_model.exact_with_8bit_weights():
-            log.warning(
-                "this knowledge base was embedded in int8 with 8-bit weights, which this "
-                "CPU (no VNNI or AMX) can compute with saturated sums: its new vectors may "
-                "differ a little from those of a CPU with VNNI. Re-ingest its documents "
-                "into a new data folder to embed with 7-bit weights, exact on every CPU"
-            )
-        if self.runtime.weight_bits:
-            self._encode = self._onnx(self._exported_file(path, self.runtime.weight_bits)).encode
-        if self.precision is not EmbeddingPrecision.BFLOAT16:
-            self._encode_questions = self._float32_questions(path) or encode
+        return encode
 
-    def _onnx(self, model_file: Path) -> onnx_model.OnnxEncoder:
-        return onnx_model.OnnxEncoder(model_file, self._tokenizer, EMBEDDING_WINDOW, self._threads)
-
-    def _float32_questions(self, path: Path) -> Callable[[list[str]], np.ndarray] | None:
+    def _float32_questions(
+        self, path: Path, pieces: WordPieces
+    ) -> Callable[[list[str]], np.ndarray] | None:
         """Questions on ONNX Runtime in float32 (``onnx_model`` gives the measured reason),
         or None where its export cannot be made: torch then embeds them, the same
         vectors within 2e-7, about 5 ms slower."""
@@ -203,15 +228,17 @@ class Embedder:
                 exc.__cause__ or exc,
             )
             return None
-        return self._onnx(model_file).encode
+        return onnx_model.OnnxEncoder(model_file, pieces, self._threads).encode
 
     @staticmethod
     def _exported_file(path: Path, weight_bits: int) -> Path:
         model_file = onnx_model.exported_path(path, onnx_model.export_dir(), weight_bits)
         if not model_file.exists():
             log.info("exporting the embedding model to ONNX (once): %s", model_file)
+            from rag.knowledge import onnx_export  # torch: only to export
+
             try:
-                onnx_model.export_model(path, model_file, weight_bits)
+                onnx_export.export_model(path, model_file, weight_bits)
             except OSError as exc:
                 raise OSError(
                     f"cannot export the embedding model to {model_file.parent}: "
@@ -266,14 +293,14 @@ class Embedder:
 
     @property
     def tokenizer(self) -> Callable[[str], list[int]]:
-        """The model's own tokenizer, so chunk sizes are counted in its word-pieces."""
+        """The model's own tokenizer, so chunk sizes are counted in its word-pieces. Read
+        on first use: a knowledge base opened with another model's embedder is refused
+        before it splits anything."""
 
-        def encode(text: str) -> list[int]:
-            if self._tokenizer is None:  # loads with the model, on first use
-                self.warm_up()
-            return list(self._tokenizer.encode(text, add_special_tokens=True))
+        def ids(text: str) -> list[int]:
+            return self._word_pieces().ids(text)
 
-        return encode
+        return ids
 
     def count_tokens(self, text: str) -> int:
         """Word-pieces of ``text`` (with the model's two special tokens), as chunks count."""

@@ -15,7 +15,7 @@ import pytest
 from sentence_transformers import SentenceTransformer
 
 from api.config import Settings
-from rag.knowledge import onnx_model
+from rag.knowledge import onnx_export, onnx_model
 from rag.knowledge.embedding import (
     Embedder,
     bundled_model_path,
@@ -120,7 +120,7 @@ def test_questions_fall_back_to_torch_where_their_export_cannot_be_made(
     def refused(model_path: Path, target: Path, weight_bits: int) -> Path:
         raise PermissionError(13, "Permission denied", str(target.parent))
 
-    monkeypatch.setattr(onnx_model, "export_model", refused)
+    monkeypatch.setattr(onnx_export, "export_model", refused)
     embedder = Embedder(precision=EmbeddingPrecision.FLOAT32)
     with caplog.at_level("WARNING", logger="rag.knowledge.embedding"):
         vectors = embedder.embed_questions(QUESTIONS)
@@ -154,7 +154,7 @@ def test_the_onnx_models_are_exported_once_and_reused(
     assert weights.stat().st_mode == float32.stat().st_mode  # whoever reads one reads both
     made = {path: path.stat().st_mtime_ns for path in exported}
     calls: list[Path] = []
-    monkeypatch.setattr(onnx_model, "export_model", lambda *args: calls.append(args[1]))
+    monkeypatch.setattr(onnx_export, "export_model", lambda *args: calls.append(args[1]))
     second = Embedder(precision=EmbeddingPrecision.INT8)
     np.testing.assert_array_equal(second.embed_texts(PASSAGES), first.embed_texts(PASSAGES))
     np.testing.assert_array_equal(
@@ -322,3 +322,29 @@ def test_onnx_runtime_writes_nothing_to_the_home_folder_or_tmp(tmp_path: Path) -
     pid = done.stdout.split()[-1]
     assert list(tmp_path.iterdir()) == []
     assert not Path(f"/tmp/mat-debug-{pid}.log").exists()
+
+
+@pytest.mark.parametrize(
+    ("precision", "imported"),
+    [
+        (EmbeddingPrecision.INT8, ""),
+        (EmbeddingPrecision.FLOAT32, "sentence_transformers torch transformers"),
+    ],
+)
+def test_only_a_precision_on_torch_imports_it(precision: EmbeddingPrecision, imported: str) -> None:
+    """int8 embeds documents and questions, and sizes chunks, on ONNX Runtime and
+    ``tokenizers`` alone: torch, sentence-transformers and transformers cost a start
+    3.0 s and 166 MiB. A fresh interpreter; the exports are ``make install``'s."""
+    script = (
+        "import sys\n"
+        "from rag.knowledge.embedding import Embedder\n"
+        "from rag.knowledge.models import EmbeddingPrecision\n"
+        f"embedder = Embedder(precision=EmbeddingPrecision({precision.value!r}))\n"
+        f"embedder.embed_texts({PASSAGES!r}); embedder.embed_questions({QUESTIONS!r})\n"
+        "assert embedder.tokenizer('a git rebase') == [101, 1037, 21025, 2102, 2128, 15058, 102]\n"
+        "stack = ('sentence_transformers', 'torch', 'transformers')\n"
+        "print(' '.join(m for m in stack if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == imported
