@@ -15,6 +15,7 @@ import numpy as np
 from llama_index.core.schema import BaseNode, Document
 
 from api.config import Settings
+from bench.entity_vectors import ShapedEmbedder, VectorShape
 from bench.kg_subgraph import RandomEmbedder, entity_name
 from bench.scale_copies import Chunk, copies_between
 from kg import KnowledgeGraph, Triple, snapshot_file
@@ -99,6 +100,7 @@ def build_graph(
     with_triples: bool = True,
     keep_snapshot: bool = False,
     log: Callable[[str], None] = lambda _: None,
+    shape: VectorShape | None = None,
 ) -> tuple[int, int]:
     """A graph at ``folder/kg`` with the real corpus's triples and entities per chunk for
     each document (none without ``with_triples``: documents that yield no triples), filed
@@ -111,7 +113,8 @@ def build_graph(
     build of 1,000,000 chunks (3.2 million triples, 8 GB of vectors) fits in memory.
     The snapshot the last close saved is removed unless ``keep_snapshot``: the first
     start then reads every row, as after a crash. Each batch is logged (1,000,000
-    chunks take 25-30 minutes here)."""
+    chunks take 25-30 minutes here). The vectors are drawn with ``shape``
+    (``bench.entity_vectors``; None: random unit vectors, which no question links to)."""
     rng = np.random.default_rng(5)
     chunk_count = sum(n for _, n in documents.values())
     per_chunk, entities_per_chunk = GRAPH_PER_CHUNK if with_triples else (0.0, 0.0)
@@ -141,23 +144,28 @@ def build_graph(
         first += count
         batch_chunks += chunks
         if batch_chunks >= BUILD_BATCH_CHUNKS:
-            filed = _file_batch(folder / "kg", batch, documents, seed=first)
+            filed = _file_batch(folder / "kg", batch, documents, first, shape)
             done += batch_chunks
             batch, batch_chunks = {}, 0
             took = time.perf_counter() - started
             log(f"  graph: {done} of {chunk_count} chunks filed in {took:.0f} s")
     if batch:
-        filed = _file_batch(folder / "kg", batch, documents, seed=first)
+        filed = _file_batch(folder / "kg", batch, documents, first, shape)
     if not keep_snapshot:
         snapshot_file.discard(folder / "kg")
     return filed
 
 
 def _file_batch(
-    folder: Path, batch: dict[str, list[Triple]], documents: dict[str, tuple[str, int]], seed: int
+    folder: Path,
+    batch: dict[str, list[Triple]],
+    documents: dict[str, tuple[str, int]],
+    seed: int,
+    shape: VectorShape | None,
 ) -> tuple[int, int]:
     """File ``batch`` through a graph on ``folder``, closed after (its snapshot saved)."""
-    graph = KnowledgeGraph(folder, RandomEmbedder(seed=seed))
+    embed = RandomEmbedder(seed) if shape is None else ShapedEmbedder(shape, seed)
+    graph = KnowledgeGraph(folder, embed)
     try:
         graph.replace_documents(batch, {d: documents[d][0] for d in batch})
         return graph.edge_count, graph.node_count

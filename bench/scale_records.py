@@ -107,6 +107,9 @@ class StartUpRow(Record):
     questions: int = 0
     question_p50_ms: float = 0.0
     question_p99_ms: float = 0.0
+    #: Facts injected per question, averaged. Records before it: 0 (their questions named
+    #: an entity each, and the entities' random vectors linked none by embedding).
+    question_facts: float = 0.0
     questions_rss_mib: int = 0
     questions_anon_mib: int = 0
     questions_index_rss_mib: int = 0

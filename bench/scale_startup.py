@@ -3,7 +3,8 @@
 Builds a data folder the way the scale section grows its collection (``bench.scale_copies``:
 real chunk texts and their embeddings, then noisy copies, committed through the knowledge
 base's state) and, unless ``--no-graph``, a knowledge graph sized like the real corpus's
-(3.23 triples and 2.09 entities per chunk, ``GRAPH_PER_CHUNK``; random unit vectors), filed
+(3.23 triples and 2.09 entities per chunk, ``GRAPH_PER_CHUNK``; vectors drawn like the real
+entities', ``bench.entity_vectors``), filed
 under the knowledge base's documents with their versions, so the start finds nothing to
 re-sync. Then it starts ``python -m api serve`` on the folder as an operator would, against
 a vLLM child already running (its own start is not counted: the start-up target is "30 s
@@ -17,9 +18,11 @@ plus vLLM's own start"), and measures:
 - one chat through HTTP (its retrieval is the first on the freshly opened index);
 - then ``--questions`` retrievals through ``/admin/kg/subgraph`` (exactly what a chat would
   retrieve: the question embedded, the index searched, the graph's facts selected; no
-  generation), each naming one of the graph's entities, with their latency and the RSS
-  of both processes after them: the graph reads its candidates' vectors as questions
-  come, so the settled RSS alone would understate what a serving process holds;
+  generation), alternately one naming one of the graph's entities and one of the real
+  corpus's questions (which link to entities by embedding), with their latency, the facts
+  they injected, and the RSS of both processes after them: the graph reads its
+  candidates' vectors as questions come, so the settled RSS alone would understate what
+  a serving process holds;
 - its clean stop (the graph's snapshot saved), then the next start reads it back.
 
 An empty data folder is started the same way first: the baseline, what a start costs
@@ -39,6 +42,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from itertools import zip_longest
 from pathlib import Path
 
 import httpx
@@ -46,6 +50,7 @@ import numpy as np
 
 from api.schemas import ChatResponse
 from api.server import free_port
+from bench.entity_vectors import VectorShape, real_entity_shape, real_questions
 from bench.harness import MODEL_NAME, vllm
 from bench.kg_subgraph import entity_name
 from bench.measure import percentile
@@ -86,6 +91,7 @@ class ServiceStart:
     questions: int
     question_p50_ms: float
     question_p99_ms: float
+    question_facts: float  # facts injected, per question
     questions_rss_mib: int  # the service's, after the questions
     questions_anon_mib: int
     questions_index_rss_mib: int
@@ -185,7 +191,7 @@ def start_service(
                 f"  RSS {service_rss} MiB at /ready (peak {ready_peak}), {settled} MiB settled "
                 f"({settled_anon} MiB its own), index {index_rss} MiB"
             )
-            took = ask(client, questions)
+            took, facts = ask(client, questions)
             asked_rss, asked_anon = rss_mib(proc.pid), rss_mib(proc.pid, "RssAnon")
             asked_index = sum(rss_mib(c) for c in children(proc.pid))
             peak = rss_mib(proc.pid, "VmHWM")
@@ -211,6 +217,7 @@ def start_service(
                 questions=len(took),
                 question_p50_ms=round(p50, 2),
                 question_p99_ms=round(p99, 2),
+                question_facts=round(sum(facts) / len(facts), 2) if facts else 0.0,
                 questions_rss_mib=asked_rss,
                 questions_anon_mib=asked_anon,
                 questions_index_rss_mib=asked_index,
@@ -229,9 +236,10 @@ def start_service(
         out.close()
 
 
-def ask(client: httpx.Client, questions: Sequence[str]) -> list[float]:
-    """Milliseconds of each question's retrieval through ``/admin/kg/subgraph``."""
-    took = []
+def ask(client: httpx.Client, questions: Sequence[str]) -> tuple[list[float], list[int]]:
+    """Milliseconds of each question's retrieval through ``/admin/kg/subgraph``, and the
+    facts it injected."""
+    took, facts = [], []
     for question in questions:
         t0 = time.perf_counter()
         resp = client.get(
@@ -241,7 +249,8 @@ def ask(client: httpx.Client, questions: Sequence[str]) -> list[float]:
         )
         resp.raise_for_status()
         took.append((time.perf_counter() - t0) * 1000)
-    return took
+        facts.append(len(resp.json()["triples"]))
+    return took, facts
 
 
 def stop(proc: subprocess.Popen[bytes]) -> float:
@@ -278,30 +287,41 @@ def run(
     vllm_url: str | None = None,
     questions: int = QUESTIONS,
     embedding: str | None = None,
+    shape: VectorShape | None = None,
+    real: Sequence[str] | None = None,
 ) -> list[StartUpRow]:
     """An empty folder (the baseline), then one of each size, each started on the vLLM at
     ``vllm_url`` (else on a vLLM child of this run). ``work``: the caller's folder;
     ``chunks`` and their ``vectors``: what the copies are made of, ``embedding`` the
     identity of the embedder that made them (None: the shared embedder's); ``questions``:
-    the retrievals each start serves before it is measured again."""
+    the retrievals each start serves before it is measured again, half of them from
+    ``real``; ``shape``: what the graph's vectors are drawn with (both None: the real
+    corpus's, ``bench.entity_vectors``)."""
     embedding = embedding or shared_embedder().identity
     if vllm_url is None:
         with vllm(kv_cache_gib=2, enforce_eager=True, log=log) as url:
-            return run(sizes, graph, work, chunks, vectors, log, url, questions, embedding)
+            return run(
+                sizes, graph, work, chunks, vectors, log, url, questions, embedding, shape, real
+            )
     results: list[StartUpRow] = []
     question = f"What is {chunks[0].text.split()[0]}?"
+    if graph and any(sizes):
+        shape = shape or real_entity_shape()
+    real = real_questions() if real is None else real
     for size in [0, *sizes]:
         folder = work / f"data-{size}"
         folder.mkdir(parents=True)
         log(f"start-up: {size} chunks, graph {'on' if graph and size else 'off'}: building")
         t0 = time.perf_counter()
         documents = build_kb(folder, chunks, vectors, size, log, embedding) if size else {}
-        triples, entities = build_graph(folder, documents, graph, log=log) if size else (0, 0)
+        triples, entities = (
+            build_graph(folder, documents, graph, log=log, shape=shape) if size else (0, 0)
+        )
         build_s = time.perf_counter() - t0
         log(f"  built in {build_s:.0f} s ({triples} triples, {entities} entities)")
         # The first start builds the graph's snapshot from its rows, as after a crash;
         # its clean stop saves it, and the second start reads it back.
-        asked = entity_questions(entities, questions)
+        asked = asked_questions(entities, questions, real)
         for after_stop in (False, True) if size else (False,):
             start = start_service(folder, vllm_url, question, log, asked)
             if graph and size and not (folder / "kg" / snapshot_file.FILE).is_file():
@@ -337,6 +357,14 @@ def entity_questions(entities: int, count: int) -> list[str]:
     asks them; the same for each start on a folder."""
     picked = np.random.default_rng(7).integers(max(1, entities), size=count)
     return [f"How is {entity_name(int(i))} related to the rest of the system?" for i in picked]
+
+
+def asked_questions(entities: int, count: int, real: Sequence[str]) -> list[str]:
+    """``count`` questions, alternately one naming an entity (``entity_questions``) and
+    one of the ``real`` ones (in order, from the first)."""
+    picked = [real[i % len(real)] for i in range(count // 2)] if real else []
+    named = entity_questions(entities, count - len(picked))
+    return [q for pair in zip_longest(named, picked) for q in pair if q is not None]
 
 
 def main() -> None:

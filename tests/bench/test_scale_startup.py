@@ -11,14 +11,16 @@ import numpy as np
 import pytest
 
 import bench.scale_folder
-from bench.kg_subgraph import RandomEmbedder
+from bench.entity_vectors import VectorShape
+from bench.kg_subgraph import WORDS, RandomEmbedder
 from bench.scale_copies import Chunk
 from bench.scale_folder import GRAPH_PER_CHUNK, build_graph, build_kb
-from bench.scale_startup import recorded_embedding, run
+from bench.scale_startup import asked_questions, entity_questions, recorded_embedding, run
 from kg import KnowledgeGraph, snapshot_file
 from rag.knowledge.embedding import Embedder
 from rag.llm.server import VLLMServer
 
+TOWNS = [*WORDS, "Lyon", "Graz", "Rhone", "Styria", "Schlossberg", "UNESCO", "festival"]
 TEXTS = [
     "Lyon is a city on the Rhone; its old town is listed by UNESCO.",
     "Lyon hosts a festival of lights every December.",
@@ -35,8 +37,19 @@ def test_the_service_starts_on_a_built_folder_and_answers(
         for i, text in enumerate(TEXTS)
     ]
     vectors = embedder.embed_texts(TEXTS)
+    # Drawn like these names' vectors: some of them score 0.5 against the real questions.
+    shape = VectorShape.fit(embedder.embed_texts([f"{a} {b}" for a in TOWNS for b in TOWNS]))
     rows = run(
-        [300], True, tmp_path, chunks, vectors, log=lambda _: None, vllm_url=vllm.url, questions=4
+        [300],
+        True,
+        tmp_path,
+        chunks,
+        vectors,
+        log=lambda _: None,
+        vllm_url=vllm.url,
+        questions=4,
+        shape=shape,
+        real=["Where is Lyon?", "What is Graz the capital of?"],
     )
     baseline, built, again = rows
     assert (baseline.chunks, baseline.triples) == (0, 0)
@@ -50,6 +63,7 @@ def test_the_service_starts_on_a_built_folder_and_answers(
         assert 0 < row.settled_anon_mib <= row.settled_rss_mib
         # Served its questions, measured after them, and stopped cleanly (it raises if not).
         assert row.questions == 4 and 0 < row.question_p50_ms <= row.question_p99_ms
+        assert row.question_facts >= 0
         assert 0 < row.questions_anon_mib <= row.questions_rss_mib <= row.service_peak_mib
         assert row.questions_index_rss_mib > 0 and row.stop_s > 0
         assert row.service_rss_mib <= row.ready_peak_mib <= row.service_peak_mib
@@ -86,3 +100,11 @@ def test_the_graph_filed_in_batches_is_the_graph_filed_at_once(
     assert a.document_versions() == b.document_versions() == versions
     for doc_id in documents:
         assert a.triples_for_document(doc_id) == b.triples_for_document(doc_id)
+
+
+def test_the_questions_alternate_between_naming_an_entity_and_the_real_ones() -> None:
+    named = entity_questions(1000, 3)
+    real = ["How do I merge?", "What does rebase do?"]
+    asked = asked_questions(1000, 5, real)
+    assert asked == [named[0], real[0], named[1], real[1], named[2]]
+    assert asked_questions(1000, 3, []) == entity_questions(1000, 3)
