@@ -14,7 +14,17 @@ from typing import Any
 import numpy as np
 
 from kg.file_matrix import take_rows
-from kg.int8_rows import FLOAT_SLACK, Int8Rows, estimate, gather
+from kg.int8_rows import FLOAT_SLACK, Int8Rows
+from kg.lead_rows import (
+    Codes,
+    LeadRows,
+    Rotation,
+    code_rows,
+    estimate,
+    fit_rotation,
+    gather,
+    rotation_of,
+)
 from kg.numbering import INDEX
 
 SCORE_MARGIN = 1e-5
@@ -67,13 +77,14 @@ class RowMatrix:
     in memory.
 
     ``codes``, where the table keeps them, are the int8 codes of ``base``'s rows and of
-    ``tail``'s (``kg.int8_rows``): a scan of every row reads those instead.
+    ``tail``'s (``kg.int8_rows``, turned where there are many: ``kg.lead_rows``): a scan
+    of every row reads those instead.
     """
 
     __slots__ = ("base", "codes", "tail")
 
     def __init__(
-        self, base: np.ndarray, tail: np.ndarray, codes: tuple[Int8Rows, Int8Rows] | None = None
+        self, base: np.ndarray, tail: np.ndarray, codes: tuple[Codes, Codes] | None = None
     ) -> None:
         self.base = base
         self.tail = tail
@@ -105,8 +116,9 @@ class RowMatrix:
         out[~low] = self.tail[rows[~low] - split]
         return out
 
-    def codes_of(self, rows: np.ndarray) -> Int8Rows | None:
-        """The int8 codes of ``rows`` (an index array), in that order; None without codes."""
+    def codes_of(self, rows: np.ndarray) -> Codes | None:
+        """The int8 codes of ``rows`` (an index array), in that order; None without codes
+        or where the parts are coded differently (``kg.lead_rows.gather``)."""
         return None if self.codes is None else gather(self.codes, rows)
 
     def dot(self, vector: np.ndarray) -> np.ndarray:
@@ -115,12 +127,13 @@ class RowMatrix:
             return dot_rows(self.tail, vector)
         return np.concatenate([dot_rows(self.base, vector), dot_rows(self.tail, vector)])
 
-    def estimate(self, vector: np.ndarray) -> tuple[np.ndarray, float]:
+    def estimate(self, vector: np.ndarray, floor: float | None = None) -> tuple[np.ndarray, float]:
         """Every row's dot product with ``vector``, each within the returned slack of
-        the exact one: from the codes where there are codes, else exact (float32)."""
+        the exact one: from the codes where there are codes, else exact (float32). With
+        a ``floor``, rows whose exact score is surely below it may be -inf instead."""
         if self.codes is None:
             return self.dot(vector), FLOAT_SLACK
-        return estimate(self.codes, vector)
+        return estimate(self.codes, vector, floor)
 
 
 class EmbeddingTable:
@@ -140,7 +153,10 @@ class EmbeddingTable:
     clean stop saves the snapshot without them.
 
     A ``quantized`` table also keeps every row's int8 codes (``kg.int8_rows``), in memory:
-    the entities' table, whose every row a question's similarity scan reads.
+    the entities' table, whose every row a question's similarity scan reads. Its rows are
+    coded turned (``kg.lead_rows``) once it is coded from many at a time (its load, or a
+    start's first block of rows), by one rotation for all its parts: rows added a few at a
+    time to a small table stay plain until its next start.
     """
 
     #: Compact once dropped rows exceed this share of the live ones (and ``_MIN_DEAD``).
@@ -150,8 +166,9 @@ class EmbeddingTable:
     def __init__(self, dim: int | None = None, *, quantized: bool = False) -> None:
         self._dim = dim
         self._quantized = quantized
-        self._base_codes = Int8Rows.zeros(0, dim or 0)
-        self._codes = Int8Rows.zeros(0, dim or 0)  # the in-memory rows', in step with them
+        self._base_codes: Codes = Int8Rows.zeros(0, dim or 0)
+        self._codes: Codes = Int8Rows.zeros(0, dim or 0)  # the in-memory rows', in step
+        self._rotation: Rotation | None = None  # the codes', where they are turned
         self._rows: dict[str, int] = {}
         self._used = 0  # rows written so far, live or dropped, base included
         self._dead_base = 0  # rows of the base whose keys were dropped
@@ -166,7 +183,7 @@ class EmbeddingTable:
         matrix: np.ndarray,
         *,
         quantized: bool = False,
-        codes: Int8Rows | None = None,
+        codes: Codes | None = None,
     ) -> EmbeddingTable:
         """A table over ``matrix`` itself (row i is ``keys[i]``, keys unique): a start
         loads every stored vector this way, without a second copy of them. A read-only
@@ -188,11 +205,13 @@ class EmbeddingTable:
             if matrix.flags.writeable:
                 table._matrix = np.require(matrix, requirements=["C"])
                 if quantized:
-                    table._codes = codes if codes is not None else Int8Rows.of(table._matrix)
+                    table._codes = codes if codes is not None else code_rows(table._matrix)
+                    table._rotation = rotation_of(table._codes)
             else:
                 table._base = matrix
                 if quantized:
-                    table._base_codes = codes if codes is not None else Int8Rows.of(matrix)
+                    table._base_codes = codes if codes is not None else code_rows(matrix)
+                    table._rotation = rotation_of(table._base_codes)
             table._used = len(keys)
         return table
 
@@ -257,6 +276,8 @@ class EmbeddingTable:
         self._reserve(start + len(keys))
         self._matrix[start : start + len(keys)] = vectors
         if self._quantized:
+            if not start:
+                self._turn_codes(vectors)
             self._codes.write(start, vectors)
         self._used = first + len(keys)
         if len(self._base):  # a base row replaced is a dropped one
@@ -303,6 +324,15 @@ class EmbeddingTable:
         if self._quantized:
             self._codes = self._codes.resized(size, written)
 
+    def _turn_codes(self, first: np.ndarray) -> None:
+        """Before the in-memory part's first rows are coded: turn its codes by the table's
+        rotation, fit to ``first`` where there is none and they are many enough."""
+        if isinstance(self._codes, LeadRows):
+            return
+        self._rotation = self._rotation or fit_rotation(first)
+        if self._rotation is not None:
+            self._codes = LeadRows.zeros(len(self._matrix), self._rotation)
+
     def _compact(self) -> None:
         """Move the live rows in memory into a new matrix (the old one stays whole for
         whoever still reads it); the base's rows keep their numbers."""
@@ -343,7 +373,7 @@ class VectorRows:
         return cls(table.matrix, table.rows_for(keys), table.token)
 
     @classmethod
-    def stacked(cls, vectors: np.ndarray, codes: Int8Rows | None = None) -> VectorRows:
+    def stacked(cls, vectors: np.ndarray, codes: Codes | None = None) -> VectorRows:
         """Rows over a matrix of their own (a snapshot read back from disk), with the
         int8 ``codes`` of its rows where a scan reads them all."""
         empty = Int8Rows.zeros(0, int(vectors.shape[1]))
@@ -388,7 +418,7 @@ class VectorRows:
         decimals can tie them)."""
         if not len(self.rows) or not self.matrix.size:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
-        estimates, slack = self.matrix.estimate(vector)
+        estimates, slack = self.matrix.estimate(vector, floor - SCORE_MARGIN)
         estimates = estimates[self.rows]
         items = np.flatnonzero(estimates >= floor - slack - SCORE_MARGIN)
         if items.size > count:

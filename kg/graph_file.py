@@ -33,7 +33,7 @@ import numpy as np
 from durable import remove_stale_temps
 from durable.sqlite import as_os_error
 from kg.embeddings import EmbeddingTable
-from kg.int8_rows import Int8Rows
+from kg.lead_rows import Codes
 from kg.models import EdgeRow, shared
 
 log = logging.getLogger(__name__)
@@ -86,7 +86,7 @@ class Vectors:
 
     keys: list[str] = field(default_factory=list)
     matrix: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
-    codes: Int8Rows | None = None
+    codes: Codes | None = None
 
     @classmethod
     def of(cls, table: EmbeddingTable, keys: Sequence[str]) -> Vectors:

@@ -64,7 +64,7 @@ class Int8Rows:
         the process's RSS (3.2 GB at 2 million rows)."""
         coded = cls.zeros(*matrix.shape)
         start = 0
-        for block in _blocks(matrix):
+        for block in blocks(matrix):
             coded.write(start, block)
             start += len(block)
         return coded
@@ -103,10 +103,19 @@ class Int8Rows:
         taken.max_error, taken.max_norm = self.max_error, self.max_norm
         return taken
 
+    def scores(self, query: np.ndarray, rows: np.ndarray | None = None) -> tuple[np.ndarray, float]:
+        """The estimated dot products with the float32 ``query`` of every row (of
+        ``rows``, an index array, where given), and the slack: each exact score lies
+        within it of its estimate (module docstring)."""
+        codes, unit, q_error, q_norm = _code(np.asarray(query, np.float32)[None, :])
+        slack = (q_norm + q_error) * self.max_error + q_error * self.max_norm + FLOAT_SLACK
+        part = self if rows is None else Int8Rows(self.codes[rows], self.unit[rows])
+        return _dots(part, codes[0], float(unit[0])), slack
 
-def gather(parts: Sequence[Int8Rows], rows: np.ndarray) -> Int8Rows:
-    """A new one with ``rows`` of the parts' rows (numbered in order, as ``estimate``
-    numbers them), in the order given; the parts' bounds hold for them."""
+
+def gather_rows(parts: Sequence[Int8Rows], rows: np.ndarray) -> Int8Rows:
+    """A new one with ``rows`` of the parts' rows (numbered in order, as a scan of the
+    parts numbers them), in the order given; the parts' bounds hold for them."""
     out = Int8Rows.zeros(len(rows), parts[0].codes.shape[1])
     start = 0
     for part in parts:
@@ -117,17 +126,6 @@ def gather(parts: Sequence[Int8Rows], rows: np.ndarray) -> Int8Rows:
     out.max_error = max(p.max_error for p in parts)
     out.max_norm = max(p.max_norm for p in parts)
     return out
-
-
-def estimate(parts: Sequence[Int8Rows], query: np.ndarray) -> tuple[np.ndarray, float]:
-    """Every row's dot product with the float32 ``query`` (the parts' rows in order), and
-    the slack: each exact score lies within it of its estimate (module docstring)."""
-    codes, unit, q_error, q_norm = _code(np.asarray(query, np.float32)[None, :])
-    scores = [_dots(part, codes[0], float(unit[0])) for part in parts]
-    max_error = max((p.max_error for p in parts), default=0.0)
-    max_norm = max((p.max_norm for p in parts), default=0.0)
-    slack = (q_norm + q_error) * max_error + q_error * max_norm + FLOAT_SLACK
-    return np.concatenate(scores) if scores else np.zeros(0, np.float32), slack
 
 
 def _dots(part: Int8Rows, query_codes: np.ndarray, query_unit: float) -> np.ndarray:
@@ -156,7 +154,7 @@ def _code(block: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, float]:
     return codes, unit, error + 1e-6, norm * (1 + 1e-6)
 
 
-def _blocks(matrix: np.ndarray) -> Iterator[np.ndarray]:
+def blocks(matrix: np.ndarray) -> Iterator[np.ndarray]:
     """``matrix`` a block of rows at a time: from its file where it is a ``FileMatrix``."""
     if isinstance(matrix, FileMatrix) and matrix.reads_file:
         yield from matrix.blocks(_BLOCK_ROWS)

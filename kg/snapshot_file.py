@@ -40,7 +40,7 @@ from kg.embeddings import EmbeddingTable, RowMatrix, VectorRows
 from kg.file_matrix import FileMatrix
 from kg.graph_file import GRAPH_DB_FILE, NODE, TRIPLE, GraphFile, GraphRows, Vectors, VectorSink
 from kg.index import EDGE_LISTS, GraphSnapshot
-from kg.int8_rows import Int8Rows
+from kg.lead_rows import code_rows
 from kg.models import shared
 from kg.numbering import INDEX
 
@@ -242,7 +242,7 @@ def load(folder: Path) -> tuple[GraphSnapshot, dict[str, str]] | None:
         # Coded here, not when the first change gives the tables their vectors: until then
         # each chat's entity link would scan the float32 rows (at 2.1 million entities 144 ms
         # and 3.2 GB of pages, against 41 ms from the codes; coding them 5.4-6.0 s).
-        node_vectors = VectorRows.stacked(nodes, Int8Rows.of(nodes))
+        node_vectors = VectorRows.stacked(nodes, code_rows(nodes))
         edge_vectors = VectorRows(_mapped(folder, meta["id"], "triples"), edge_rows)
         if len(node_vectors) != len(meta["node_keys"]) or (
             edge_rows.size and int(edge_rows.max()) >= len(edge_vectors.matrix)

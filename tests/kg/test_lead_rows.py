@@ -1,0 +1,198 @@
+"""Turned int8 codes: their estimates keep the int8 bound, a floor drops only rows surely
+below it (most of them, on vectors with principal axes), and the entities chosen from them
+are the full float32 scan's (``kg.lead_rows``, ``VectorRows.candidates``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+import kg.lead_rows as lead_rows
+from kg.embeddings import EmbeddingTable, VectorRows, dot_rows, normalize_rows
+from kg.int8_rows import Int8Rows
+from kg.lead_rows import LEAD, LeadRows, Rotation, code_rows, estimate, gather
+
+DIM = 384
+
+Make = Callable[[np.random.Generator, int], np.ndarray]
+
+
+def _shaped(rng: np.random.Generator, count: int) -> np.ndarray:
+    """Unit rows whose energy falls off over the axes, around a shared direction, as a
+    sentence model's do (81 % of it on the first 128 axes, as for real entities); with
+    the shapes that stress a scale: a dominant value, one-hot rows, exact and near
+    duplicates (ties), and a zero row."""
+    spread = (np.arange(DIM) + 8.0).astype(np.float32) ** -0.6
+    mix = np.linalg.qr(rng.standard_normal((DIM, DIM)))[0].astype(np.float32)
+    rows = (rng.standard_normal((count, DIM)).astype(np.float32) * spread) @ mix
+    rows += 0.4 * mix[5]
+    rows[:8, 0] *= 40
+    rows[8:16] = 0
+    rows[8:16, 3] = 1
+    rows[20:30] = rows[30:40]
+    rows[40:50] = rows[50:60] + 1e-6
+    rows = normalize_rows(rows)
+    rows[-1] = 0
+    return rows
+
+
+def _random(rng: np.random.Generator, count: int) -> np.ndarray:
+    """Unit rows without principal axes: a floor drops few of them."""
+    return normalize_rows(rng.standard_normal((count, DIM)).astype(np.float32))
+
+
+def _queries(rng: np.random.Generator, rows: np.ndarray, count: int) -> list[np.ndarray]:
+    """Questions near some rows (so several clear the threshold), some right on one."""
+    picks = rows[rng.integers(len(rows), size=count)]
+    noise = rng.standard_normal(picks.shape).astype(np.float32) / np.sqrt(DIM)
+    scale = np.linspace(0.0, 1.5, count, dtype=np.float32)[:, None]
+    return list(normalize_rows(picks + scale * noise))
+
+
+def _full_scan(rows: np.ndarray, query: np.ndarray, threshold: float, count: int) -> list[int]:
+    """The choice ``SubgraphSelector`` makes from a float32 scan of every row."""
+    sims = np.array([dot_rows(rows[[i]], query)[0] for i in range(len(rows))])
+    above = np.flatnonzero(sims >= threshold)
+    rounded = np.round(sims[above], 6)
+    return [int(i) for i in above[np.lexsort((above, -rounded))][:count]]
+
+
+def _chosen(vectors: VectorRows, query: np.ndarray, threshold: float, count: int) -> list[int]:
+    items, sims = vectors.candidates(query, threshold, count)
+    kept = sims >= threshold
+    above = items[kept]
+    rounded = np.round(sims[kept], 6)
+    return [int(i) for i in above[np.lexsort((above, -rounded))][:count]]
+
+
+@pytest.fixture
+def few_rows_turn(monkeypatch: pytest.MonkeyPatch) -> int:
+    """Tables turn their codes from 512 rows (not 16,384), to keep the tests small."""
+    monkeypatch.setattr(lead_rows, "MIN_ROWS", 512)
+    return 512
+
+
+def test_a_rotation_keeps_dot_products_and_orders_the_axes_by_energy() -> None:
+    rows = _shaped(np.random.default_rng(1), 2000)
+    rotation = Rotation.fit(rows)
+    turned = rotation.turn(rows)
+    query = rows[100]
+    np.testing.assert_allclose(turned @ rotation.turn(query[None])[0], rows @ query, atol=1e-5)
+    energy = (turned**2).sum(axis=0)
+    assert energy[:LEAD].sum() > 0.75 * energy.sum()
+
+
+@pytest.mark.parametrize("make", [_shaped, _random])
+def test_every_turned_estimate_is_within_the_slack_of_the_exact_score(make: Make) -> None:
+    rng = np.random.default_rng(2)
+    rows = make(rng, 1200)
+    coded = LeadRows.of(rows, Rotation.fit(rows))
+    for query in _queries(rng, rows, 40):
+        estimates, slack = estimate([coded], query)
+        exact = dot_rows(rows, query)
+        assert np.all(np.abs(estimates - exact) <= slack)
+        assert slack < 0.05
+
+
+@pytest.mark.parametrize("make", [_shaped, _random])
+def test_a_floor_drops_only_rows_surely_below_it(make: Make) -> None:
+    """Every row at or above the floor keeps an estimate within the slack; on rows with
+    principal axes most of the others are dropped after their leading codes."""
+    rng = np.random.default_rng(3)
+    rows = make(rng, 3000)
+    coded = LeadRows.of(rows, Rotation.fit(rows))
+    dropped = []
+    for query in _queries(rng, rows, 40):
+        exact = dot_rows(rows, query)
+        for floor in (0.3, 0.5, 0.8):
+            estimates, slack = estimate([coded], query, floor)
+            above = exact >= floor
+            assert np.all(np.abs(estimates[above] - exact[above]) <= slack)
+            out = np.isneginf(estimates)
+            assert np.all(exact[out] < floor)
+            kept = ~out
+            assert np.all(np.abs(estimates[kept] - exact[kept]) <= slack)
+            dropped.append(out.mean())
+    if make is _shaped:
+        assert np.mean(dropped) > 0.6  # 0.78 here; random rows: about none
+
+
+@pytest.mark.parametrize("make", [_shaped, _random])
+def test_turned_codes_choose_what_the_full_scan_chooses(make: Make, few_rows_turn: int) -> None:
+    rng = np.random.default_rng(4)
+    rows = make(rng, 1500)
+    keys = [f"e{i}" for i in range(len(rows))]
+    table = EmbeddingTable.adopt(keys, rows.copy(), quantized=True)
+    assert table.matrix.codes is not None
+    assert isinstance(table.matrix.codes[1], LeadRows)
+    vectors = VectorRows.of(table, keys)
+    for query in _queries(rng, rows, 40):
+        for threshold, count in ((0.5, 5), (0.2, 5), (0.9, 3), (-1.0, 5)):
+            expected = _full_scan(rows, query, threshold, count)
+            assert _chosen(vectors, query, threshold, count) == expected
+
+
+def test_rows_added_after_a_turned_load_are_turned_the_same_way(few_rows_turn: int) -> None:
+    """A start adopts its mapped rows (the base) turned; rows the graph adds after take
+    the base's rotation, so that a save gathers codes of both without coding again, and
+    compaction keeps them turned."""
+    rng = np.random.default_rng(5)
+    rows = _shaped(rng, 1200)
+    base = rows[:900].copy()
+    base.flags.writeable = False
+    keys = [f"e{i}" for i in range(900)]
+    table = EmbeddingTable.adopt(keys, base, quantized=True)
+    table.add([f"e{i}" for i in range(900, 1200)], rows[900:])
+    codes = table.matrix.codes
+    assert codes is not None
+    assert all(isinstance(part, LeadRows) for part in codes)
+    assert codes[0].rotation is codes[1].rotation  # type: ignore[union-attr]
+    order = np.array([1100, 3, 950, 899, 0], dtype=np.int64)
+    gathered = table.matrix.codes_of(order)
+    assert isinstance(gathered, LeadRows)
+    alone = LeadRows.of(rows[order], codes[0].rotation)  # type: ignore[union-attr]
+    assert np.array_equal(gathered.lead.codes, alone.lead.codes)
+    assert np.array_equal(gathered.rest.codes, alone.rest.codes)
+    np.testing.assert_array_equal(gathered.rest_norm, alone.rest_norm)
+    table.discard([f"e{i}" for i in range(900, 1180)])  # enough dropped to compact
+    assert isinstance(table.matrix.codes[1], LeadRows)  # type: ignore[index]
+    keys_left = table.keys()
+    vectors = VectorRows.of(table, keys_left)
+    left = np.asarray(vectors)
+    for query in _queries(rng, left, 20):
+        assert _chosen(vectors, query, 0.5, 5) == _full_scan(left, query, 0.5, 5)
+
+
+def test_a_small_table_stays_plain_and_a_large_first_block_turns(few_rows_turn: int) -> None:
+    rng = np.random.default_rng(6)
+    small = EmbeddingTable(quantized=True)
+    small.add([f"s{i}" for i in range(100)], _shaped(rng, 100))
+    small.add([f"s{i}" for i in range(100, 700)], _shaped(rng, 600))  # not its first rows
+    assert all(isinstance(p, Int8Rows) for p in small.matrix.codes or ())
+    large = EmbeddingTable(quantized=True)
+    large.add([f"l{i}" for i in range(few_rows_turn)], _shaped(rng, few_rows_turn))
+    codes = large.matrix.codes
+    assert codes is not None and isinstance(codes[1], LeadRows)
+    narrow = code_rows(normalize_rows(rng.standard_normal((600, 48)).astype(np.float32)))
+    assert isinstance(narrow, Int8Rows)  # too narrow to keep 128 values apart
+
+
+def test_parts_coded_differently_are_not_gathered_but_coded_again(few_rows_turn: int) -> None:
+    """Plain and turned parts, or two rotations, cannot make one set of codes: a save
+    then has the table code its rows again, never mixes them."""
+    rng = np.random.default_rng(7)
+    rows = _shaped(rng, 800)
+    turned = LeadRows.of(rows[:600], Rotation.fit(rows[:600]))
+    other = LeadRows.of(rows[600:], Rotation.fit(rows))
+    plain = Int8Rows.of(rows[600:])
+    picked = np.array([0, 700], dtype=np.int64)
+    assert gather([turned, plain], picked) is None
+    assert gather([turned, other], picked) is None
+    assert isinstance(gather([Int8Rows.zeros(0, DIM), turned], picked[:1]), LeadRows)
+    keys = [f"e{i}" for i in range(len(rows))]
+    table = EmbeddingTable.adopt(keys, rows.copy(), quantized=True, codes=None)
+    chosen = VectorRows.of(table, keys)
+    query = rows[10]
+    assert _chosen(chosen, query, 0.5, 5) == _full_scan(rows, query, 0.5, 5)
