@@ -151,32 +151,36 @@ class LeadRows:
             self.rotation, self.lead.take(rows, capacity), self.rest.take(rows, capacity), norms
         )
 
-    def scores(self, query: np.ndarray, floor: float | None = None) -> tuple[np.ndarray, float]:
+    def scores(self, query: np.ndarray) -> tuple[np.ndarray, float]:
         """Every row's estimated dot product with ``query`` and the slack, as
-        ``Int8Rows.scores``; with a ``floor``, a row whose exact score is surely below it
-        may be given -inf instead (module docstring)."""
+        ``Int8Rows.scores``."""
+        turned, lead, lead_slack = self._lead(query)
+        rest, rest_slack = self.rest.scores(turned[LEAD:])
+        return lead + rest, lead_slack + rest_slack
+
+    def screen(self, query: np.ndarray, floor: float) -> tuple[np.ndarray, np.ndarray, float]:
+        """The rows whose exact score with ``query`` can reach ``floor`` (ascending),
+        their estimates, and the slack (module docstring)."""
+        turned, lead, lead_slack = self._lead(query)
+        rest_query = turned[LEAD:]
+        reach = float(np.linalg.norm(rest_query)) * (1 + 1e-6)
+        bound = np.multiply(self.rest_norm, np.float32(reach))
+        bound += lead
+        kept = np.flatnonzero(bound >= floor - lead_slack)
+        if kept.size > DENSE_SHARE * len(self):
+            rest, rest_slack = self.rest.scores(rest_query)
+            return kept, lead[kept] + rest[kept], lead_slack + rest_slack
+        rest, rest_slack = self.rest.scores(rest_query, kept)
+        return kept, lead[kept] + rest, lead_slack + rest_slack
+
+    def _lead(self, query: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+        """The question turned, every row's estimate over the leading values, and its
+        slack (with the rotation's: ``TURN_SLACK``)."""
         query = np.asarray(query, np.float64)
         turned = (self.rotation.basis.astype(np.float64) @ query).astype(np.float32)
         lead, lead_slack = self.lead.scores(turned[:LEAD])
         row_norm = self.lead.max_norm + self.rest.max_norm
-        lead_slack += TURN_SLACK * float(np.linalg.norm(query)) * row_norm
-        rest_query = turned[LEAD:]
-        if floor is None or not len(self):
-            rest, rest_slack = self.rest.scores(rest_query)
-            return lead + rest, lead_slack + rest_slack
-        reach = float(np.linalg.norm(rest_query)) * (1 + 1e-6)
-        bound = lead + np.float32(lead_slack)
-        bound += np.float32(reach) * self.rest_norm
-        kept = np.flatnonzero(bound >= floor)
-        if kept.size > DENSE_SHARE * len(self):
-            rest, rest_slack = self.rest.scores(rest_query)
-            scores = lead + rest
-            scores[bound < floor] = -np.inf
-        else:
-            rest, rest_slack = self.rest.scores(rest_query, kept)
-            scores = np.full(len(self), -np.inf, np.float32)
-            scores[kept] = lead[kept] + rest
-        return scores, lead_slack + rest_slack
+        return turned, lead, lead_slack + TURN_SLACK * float(np.linalg.norm(query)) * row_norm
 
 
 Codes = Int8Rows | LeadRows
@@ -203,16 +207,36 @@ def rotation_of(codes: Codes | None) -> Rotation | None:
     return codes.rotation if isinstance(codes, LeadRows) else None
 
 
-def estimate(
-    parts: Sequence[Codes], query: np.ndarray, floor: float | None = None
-) -> tuple[np.ndarray, float]:
+def estimate(parts: Sequence[Codes], query: np.ndarray) -> tuple[np.ndarray, float]:
     """Every row's estimated dot product with the float32 ``query`` (the parts' rows in
-    order), and the slack: each exact score lies within it of its estimate. With a
-    ``floor``, rows whose exact score is surely below it may be -inf instead."""
-    scored = [p.scores(query, floor) if isinstance(p, LeadRows) else p.scores(query) for p in parts]
+    order), and the slack: each exact score lies within it of its estimate."""
+    scored = [part.scores(query) for part in parts]
     scores = [s for s, _ in scored]
     slack = max((s for _, s in scored), default=0.0)
     return np.concatenate(scores) if scores else np.zeros(0, np.float32), slack
+
+
+def screen(
+    parts: Sequence[Codes], query: np.ndarray, floor: float
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """The rows (numbered as ``estimate`` numbers them, ascending) whose exact score with
+    ``query`` can reach ``floor``, their estimates, and the slack. Turned parts drop most
+    rows after their leading codes; plain ones estimate every row."""
+    found, estimates, slacks, start = [], [], [0.0], 0
+    for part in parts:
+        if isinstance(part, LeadRows):
+            rows, scores, slack = part.screen(query, floor)
+        else:
+            every, slack = part.scores(query)
+            rows = np.flatnonzero(every >= floor - slack)
+            scores = every[rows]
+        found.append(rows + start)
+        estimates.append(scores)
+        slacks.append(slack)
+        start += len(part)
+    if not found:
+        return np.zeros(0, np.int64), np.zeros(0, np.float32), 0.0
+    return np.concatenate(found), np.concatenate(estimates), max(slacks)
 
 
 def gather(parts: Sequence[Codes], rows: np.ndarray) -> Codes | None:

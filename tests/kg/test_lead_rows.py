@@ -12,7 +12,7 @@ import pytest
 import kg.lead_rows as lead_rows
 from kg.embeddings import EmbeddingTable, VectorRows, dot_rows, normalize_rows
 from kg.int8_rows import Int8Rows
-from kg.lead_rows import LEAD, LeadRows, Rotation, code_rows, estimate, gather
+from kg.lead_rows import LEAD, LeadRows, Rotation, code_rows, estimate, gather, screen
 
 DIM = 384
 
@@ -61,6 +61,7 @@ def _full_scan(rows: np.ndarray, query: np.ndarray, threshold: float, count: int
 
 def _chosen(vectors: VectorRows, query: np.ndarray, threshold: float, count: int) -> list[int]:
     items, sims = vectors.candidates(query, threshold, count)
+    assert np.all(np.diff(items) > 0) and np.all((items >= 0) & (items < len(vectors)))
     kept = sims >= threshold
     above = items[kept]
     rounded = np.round(sims[kept], 6)
@@ -107,14 +108,11 @@ def test_a_floor_drops_only_rows_surely_below_it(make: Make) -> None:
     for query in _queries(rng, rows, 40):
         exact = dot_rows(rows, query)
         for floor in (0.3, 0.5, 0.8):
-            estimates, slack = estimate([coded], query, floor)
-            above = exact >= floor
-            assert np.all(np.abs(estimates[above] - exact[above]) <= slack)
-            out = np.isneginf(estimates)
-            assert np.all(exact[out] < floor)
-            kept = ~out
-            assert np.all(np.abs(estimates[kept] - exact[kept]) <= slack)
-            dropped.append(out.mean())
+            kept, estimates, slack = screen([coded], query, floor)
+            assert np.all(np.diff(kept) > 0)
+            assert set(np.flatnonzero(exact >= floor)) <= set(kept.tolist())
+            assert np.all(np.abs(estimates - exact[kept]) <= slack)
+            dropped.append(1 - len(kept) / len(rows))
     if make is _shaped:
         assert np.mean(dropped) > 0.6  # 0.78 here; random rows: about none
 
@@ -196,3 +194,30 @@ def test_parts_coded_differently_are_not_gathered_but_coded_again(few_rows_turn:
     chosen = VectorRows.of(table, keys)
     query = rows[10]
     assert _chosen(chosen, query, 0.5, 5) == _full_scan(rows, query, 0.5, 5)
+
+
+def test_items_sharing_rows_are_chosen_from_every_row(few_rows_turn: int) -> None:
+    """Items that share a row (the triple texts' vectors do) cannot be named from a
+    screen's rows: their candidates come from every row's estimate, and are still the
+    full scan's."""
+    rng = np.random.default_rng(8)
+    rows = _shaped(rng, 700)
+    keys = [f"e{i}" for i in range(len(rows))]
+    table = EmbeddingTable.adopt(keys, rows.copy(), quantized=True)
+    shared = VectorRows(table.matrix, np.array([*range(700), 3, 5], dtype=np.int64))
+    both = np.concatenate([rows, rows[[3, 5]]])
+    for query in _queries(rng, rows, 10):
+        assert _chosen(shared, query, 0.5, 5) == _full_scan(both, query, 0.5, 5)
+
+
+def test_items_of_some_rows_are_chosen_among_those_rows_alone(few_rows_turn: int) -> None:
+    """A snapshot's items are the rows of its live keys: the table's other rows (dropped
+    keys', until compaction) are screened with the rest but never chosen."""
+    rng = np.random.default_rng(9)
+    rows = _shaped(rng, 900)
+    keys = [f"e{i}" for i in range(len(rows))]
+    table = EmbeddingTable.adopt(keys, rows.copy(), quantized=True)
+    live = np.arange(0, 900, 3, dtype=np.int64)[::-1]  # in another order than the rows'
+    some = VectorRows(table.matrix, live)
+    for query in _queries(rng, rows, 20):
+        assert _chosen(some, query, 0.5, 5) == _full_scan(rows[live], query, 0.5, 5)
