@@ -25,10 +25,11 @@ from typing import Any
 import numpy as np
 
 from kg.edge_lists import ChunkIndex
-from kg.embeddings import EmbeddingTable, VectorRows
+from kg.embeddings import EmbeddingTable
 from kg.models import EdgeRow
 from kg.normalize import normalize_predicate
 from kg.numbering import INDEX
+from kg.vector_rows import VectorRows
 
 _EMPTY_INT = np.zeros(0, dtype=INDEX)
 

@@ -21,6 +21,7 @@ keeps the largest ||e|| and ||x|| of its rows, so one slack serves every row of 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import Protocol, TypeVar
 
 import numkong
 import numpy as np
@@ -62,12 +63,7 @@ class Int8Rows:
         """The codes of every row of ``matrix``, a block at a time. A ``FileMatrix`` is
         read with file reads, not through its mapping, so that the pages read stay out of
         the process's RSS (3.2 GB at 2 million rows)."""
-        coded = cls.zeros(*matrix.shape)
-        start = 0
-        for block in blocks(matrix):
-            coded.write(start, block)
-            start += len(block)
-        return coded
+        return write_all(cls.zeros(*matrix.shape), matrix)
 
     def __len__(self) -> int:
         return len(self.codes)
@@ -152,6 +148,24 @@ def _code(block: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, float]:
     # Both norms are summed in float32, a few units in the last place off (1e-7 here):
     # rounded up by far more than that.
     return codes, unit, error + 1e-6, norm * (1 + 1e-6)
+
+
+class RowWriter(Protocol):
+    """Codes that rows are written into (``Int8Rows``, ``kg.lead_rows.LeadRows``)."""
+
+    def write(self, start: int, vectors: np.ndarray) -> None: ...
+
+
+Writer = TypeVar("Writer", bound=RowWriter)
+
+
+def write_all(coded: Writer, matrix: np.ndarray) -> Writer:
+    """Write every row of ``matrix`` into ``coded``, a block at a time (``blocks``)."""
+    start = 0
+    for block in blocks(matrix):
+        coded.write(start, block)
+        start += len(block)
+    return coded
 
 
 def blocks(matrix: np.ndarray) -> Iterator[np.ndarray]:

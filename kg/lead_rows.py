@@ -39,7 +39,7 @@ import numpy as np
 from threadpoolctl import ThreadpoolController
 
 from kg.file_matrix import take_rows
-from kg.int8_rows import BLOCK_ROWS, Int8Rows, blocks, gather_rows
+from kg.int8_rows import BLOCK_ROWS, Int8Rows, gather_rows, write_all
 
 LEAD = 128
 """Values read from every row: 81 % of the real entities' energy (a third of the bytes)."""
@@ -126,12 +126,7 @@ class LeadRows:
     def of(cls, matrix: np.ndarray, rotation: Rotation) -> LeadRows:
         """The codes of every row of ``matrix``, a block at a time (file reads for a
         ``FileMatrix``, as ``Int8Rows.of``)."""
-        coded = cls.zeros(len(matrix), rotation)
-        start = 0
-        for block in blocks(matrix):
-            coded.write(start, block)
-            start += len(block)
-        return coded
+        return write_all(cls.zeros(len(matrix), rotation), matrix)
 
     def __len__(self) -> int:
         return len(self.lead)

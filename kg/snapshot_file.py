@@ -36,13 +36,14 @@ import numpy as np
 
 from durable import TEMP_SUFFIX, atomic_write
 from kg.edge_lists import ChunkIndex
-from kg.embeddings import EmbeddingTable, RowMatrix, VectorRows
+from kg.embeddings import EmbeddingTable, RowMatrix
 from kg.file_matrix import FileMatrix
 from kg.graph_file import GRAPH_DB_FILE, NODE, TRIPLE, GraphFile, GraphRows, Vectors, VectorSink
 from kg.index import EDGE_LISTS, GraphSnapshot
 from kg.lead_rows import code_rows
 from kg.models import shared
 from kg.numbering import INDEX
+from kg.vector_rows import VectorRows
 
 log = logging.getLogger(__name__)
 

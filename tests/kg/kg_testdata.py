@@ -8,7 +8,9 @@ from typing import Any
 import numpy as np
 
 from kg import EmbedFn, Triple, TripleExtractor
+from kg.embeddings import dot_rows
 from kg.index import EDGE_LISTS, GraphSnapshot
+from kg.vector_rows import VectorRows
 
 
 class CountingEmbed:
@@ -96,3 +98,27 @@ def snapshot_content(snap: GraphSnapshot) -> dict[str, Any]:
 
 def _listed(edges: np.ndarray | None) -> list[int] | None:
     return None if edges is None else edges.tolist()
+
+
+def full_scan_choice(
+    rows: np.ndarray, query: np.ndarray, threshold: float, count: int
+) -> list[int]:
+    """The entities ``SubgraphSelector`` links from a float32 scan of every row: those at
+    or above ``threshold``, the best ``count`` by score rounded to six places, then index."""
+    sims = np.array([dot_rows(rows[[i]], query)[0] for i in range(len(rows))])
+    above = np.flatnonzero(sims >= threshold)
+    rounded = np.round(sims[above], 6)
+    return [int(i) for i in above[np.lexsort((above, -rounded))][:count]]
+
+
+def candidates_choice(
+    vectors: VectorRows, query: np.ndarray, threshold: float, count: int
+) -> list[int]:
+    """The same choice made from ``VectorRows.candidates`` (its items ascending, each once,
+    each an item of ``vectors``)."""
+    items, sims = vectors.candidates(query, threshold, count)
+    assert np.all(np.diff(items) > 0) and np.all((items >= 0) & (items < len(vectors)))
+    kept = sims >= threshold
+    above = items[kept]
+    rounded = np.round(sims[kept], 6)
+    return [int(i) for i in above[np.lexsort((above, -rounded))][:count]]

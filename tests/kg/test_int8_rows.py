@@ -8,10 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kg.embeddings import EmbeddingTable, VectorRows, dot_rows, normalize_rows
+from kg.embeddings import EmbeddingTable, dot_rows, normalize_rows
 from kg.file_matrix import FileMatrix
 from kg.int8_rows import Int8Rows, blocks, gather_rows
 from kg.lead_rows import estimate
+from kg.vector_rows import VectorRows
+from tests.kg.kg_testdata import candidates_choice, full_scan_choice
 
 DIM = 48
 
@@ -38,22 +40,6 @@ def _queries(rng: np.random.Generator, rows: np.ndarray, count: int) -> list[np.
     return list(normalize_rows(picks + scale * noise))
 
 
-def _full_scan(rows: np.ndarray, query: np.ndarray, threshold: float, count: int) -> list[int]:
-    """The choice ``SubgraphSelector`` made from a float32 scan of every row."""
-    sims = np.array([dot_rows(rows[[i]], query)[0] for i in range(len(rows))])
-    above = np.flatnonzero(sims >= threshold)
-    rounded = np.round(sims[above], 6)
-    return [int(i) for i in above[np.lexsort((above, -rounded))][:count]]
-
-
-def _chosen(vectors: VectorRows, query: np.ndarray, threshold: float, count: int) -> list[int]:
-    items, sims = vectors.candidates(query, threshold, count)
-    kept = sims >= threshold
-    above = items[kept]
-    rounded = np.round(sims[kept], 6)
-    return [int(i) for i in above[np.lexsort((above, -rounded))][:count]]
-
-
 def test_every_estimate_is_within_the_slack_of_the_exact_score() -> None:
     rng = np.random.default_rng(1)
     rows = _rows(rng, 400)
@@ -75,7 +61,9 @@ def test_the_candidates_give_the_full_scans_choice(threshold: float) -> None:
     vectors = VectorRows.of(table, keys)
     candidates_seen = []
     for query in _queries(rng, rows, 80):
-        assert _chosen(vectors, query, threshold, 5) == _full_scan(rows, query, threshold, 5)
+        assert candidates_choice(vectors, query, threshold, 5) == full_scan_choice(
+            rows, query, threshold, 5
+        )
         candidates_seen.append(len(vectors.candidates(query, threshold, 5)[0]))
     assert max(candidates_seen) < len(rows) // 4  # the codes do narrow the scan
 
@@ -94,10 +82,12 @@ def test_an_item_right_on_the_threshold_or_among_near_ties_is_not_lost() -> None
     exact = dot_rows(rows, query)
     estimates, _ = table.matrix.estimate(query)
     assert not np.array_equal(np.argsort(-estimates[:40]), np.argsort(-exact[:40]))
-    assert _chosen(vectors, query, 0.5, 5) == _full_scan(rows, query, 0.5, 5)
+    assert candidates_choice(vectors, query, 0.5, 5) == full_scan_choice(rows, query, 0.5, 5)
     for rank in range(1, 12):  # the threshold right on each of the best scores
         threshold = float(np.sort(exact)[-rank])
-        assert _chosen(vectors, query, threshold, 5) == _full_scan(rows, query, threshold, 5)
+        assert candidates_choice(vectors, query, threshold, 5) == full_scan_choice(
+            rows, query, threshold, 5
+        )
 
 
 def test_ties_broken_by_item_as_the_full_scan_breaks_them() -> None:
@@ -106,7 +96,7 @@ def test_ties_broken_by_item_as_the_full_scan_breaks_them() -> None:
     keys = [f"same {i:02d}" for i in range(len(rows))]
     table.add(keys, rows)
     query = rows[0]
-    assert _chosen(VectorRows.of(table, keys), query, 0.5, 5) == [0, 1, 2, 3, 4]
+    assert candidates_choice(VectorRows.of(table, keys), query, 0.5, 5) == [0, 1, 2, 3, 4]
 
 
 def test_codes_follow_the_table_through_adds_drops_and_compaction(
@@ -130,7 +120,7 @@ def test_codes_follow_the_table_through_adds_drops_and_compaction(
     truth = np.stack([live[k] for k in keys])
     vectors = VectorRows.of(table, keys)
     for query in _queries(rng, truth, 40):
-        assert _chosen(vectors, query, 0.4, 5) == _full_scan(truth, query, 0.4, 5)
+        assert candidates_choice(vectors, query, 0.4, 5) == full_scan_choice(truth, query, 0.4, 5)
         estimates, slack = table.matrix.estimate(query)
         exact = table.matrix[vectors.rows] @ query
         assert np.abs(estimates[vectors.rows] - exact).max() <= slack
@@ -144,7 +134,7 @@ def test_a_table_without_codes_gives_the_same_choice() -> None:
     plain.add(keys, rows)
     coded.add(keys, rows)
     for query in _queries(rng, rows, 40):
-        assert _chosen(VectorRows.of(plain, keys), query, 0.5, 5) == _chosen(
+        assert candidates_choice(VectorRows.of(plain, keys), query, 0.5, 5) == candidates_choice(
             VectorRows.of(coded, keys), query, 0.5, 5
         )
 

@@ -13,8 +13,9 @@ import pytest
 
 import kg.store
 from kg import EmbedFn, KnowledgeGraph, TripleExtractor
-from kg.embeddings import EmbeddingTable, VectorRows
+from kg.embeddings import EmbeddingTable
 from kg.index import GraphSnapshot
+from kg.vector_rows import VectorRows
 from tests.kg.kg_testdata import CountingEmbed, corpus_triples, snapshot_content, supplied
 
 

@@ -10,9 +10,11 @@ import numpy as np
 import pytest
 
 import kg.lead_rows as lead_rows
-from kg.embeddings import EmbeddingTable, VectorRows, dot_rows, normalize_rows
+from kg.embeddings import EmbeddingTable, dot_rows, normalize_rows
 from kg.int8_rows import Int8Rows
 from kg.lead_rows import LEAD, LeadRows, Rotation, code_rows, estimate, gather, screen
+from kg.vector_rows import VectorRows
+from tests.kg.kg_testdata import candidates_choice, full_scan_choice
 
 DIM = 384
 
@@ -49,23 +51,6 @@ def _queries(rng: np.random.Generator, rows: np.ndarray, count: int) -> list[np.
     noise = rng.standard_normal(picks.shape).astype(np.float32) / np.sqrt(DIM)
     scale = np.linspace(0.0, 1.5, count, dtype=np.float32)[:, None]
     return list(normalize_rows(picks + scale * noise))
-
-
-def _full_scan(rows: np.ndarray, query: np.ndarray, threshold: float, count: int) -> list[int]:
-    """The choice ``SubgraphSelector`` makes from a float32 scan of every row."""
-    sims = np.array([dot_rows(rows[[i]], query)[0] for i in range(len(rows))])
-    above = np.flatnonzero(sims >= threshold)
-    rounded = np.round(sims[above], 6)
-    return [int(i) for i in above[np.lexsort((above, -rounded))][:count]]
-
-
-def _chosen(vectors: VectorRows, query: np.ndarray, threshold: float, count: int) -> list[int]:
-    items, sims = vectors.candidates(query, threshold, count)
-    assert np.all(np.diff(items) > 0) and np.all((items >= 0) & (items < len(vectors)))
-    kept = sims >= threshold
-    above = items[kept]
-    rounded = np.round(sims[kept], 6)
-    return [int(i) for i in above[np.lexsort((above, -rounded))][:count]]
 
 
 @pytest.fixture
@@ -144,8 +129,8 @@ def test_turned_codes_choose_what_the_full_scan_chooses(make: Make, few_rows_tur
     vectors = VectorRows.of(table, keys)
     for query in _queries(rng, rows, 40):
         for threshold, count in ((0.5, 5), (0.2, 5), (0.9, 3), (-1.0, 5)):
-            expected = _full_scan(rows, query, threshold, count)
-            assert _chosen(vectors, query, threshold, count) == expected
+            expected = full_scan_choice(rows, query, threshold, count)
+            assert candidates_choice(vectors, query, threshold, count) == expected
 
 
 def test_rows_added_after_a_turned_load_are_turned_the_same_way(few_rows_turn: int) -> None:
@@ -176,7 +161,7 @@ def test_rows_added_after_a_turned_load_are_turned_the_same_way(few_rows_turn: i
     vectors = VectorRows.of(table, keys_left)
     left = np.asarray(vectors)
     for query in _queries(rng, left, 20):
-        assert _chosen(vectors, query, 0.5, 5) == _full_scan(left, query, 0.5, 5)
+        assert candidates_choice(vectors, query, 0.5, 5) == full_scan_choice(left, query, 0.5, 5)
 
 
 def test_a_small_table_stays_plain_and_a_large_first_block_turns(few_rows_turn: int) -> None:
@@ -209,7 +194,7 @@ def test_parts_coded_differently_are_not_gathered_but_coded_again(few_rows_turn:
     table = EmbeddingTable.adopt(keys, rows.copy(), quantized=True, codes=None)
     chosen = VectorRows.of(table, keys)
     query = rows[10]
-    assert _chosen(chosen, query, 0.5, 5) == _full_scan(rows, query, 0.5, 5)
+    assert candidates_choice(chosen, query, 0.5, 5) == full_scan_choice(rows, query, 0.5, 5)
 
 
 def test_items_sharing_rows_are_chosen_from_every_row(few_rows_turn: int) -> None:
@@ -223,7 +208,7 @@ def test_items_sharing_rows_are_chosen_from_every_row(few_rows_turn: int) -> Non
     shared = VectorRows(table.matrix, np.array([*range(700), 3, 5], dtype=np.int64))
     both = np.concatenate([rows, rows[[3, 5]]])
     for query in _queries(rng, rows, 10):
-        assert _chosen(shared, query, 0.5, 5) == _full_scan(both, query, 0.5, 5)
+        assert candidates_choice(shared, query, 0.5, 5) == full_scan_choice(both, query, 0.5, 5)
 
 
 def test_items_of_some_rows_are_chosen_among_those_rows_alone(few_rows_turn: int) -> None:
@@ -236,4 +221,4 @@ def test_items_of_some_rows_are_chosen_among_those_rows_alone(few_rows_turn: int
     live = np.arange(0, 900, 3, dtype=np.int64)[::-1]  # in another order than the rows'
     some = VectorRows(table.matrix, live)
     for query in _queries(rng, rows, 20):
-        assert _chosen(some, query, 0.5, 5) == _full_scan(rows[live], query, 0.5, 5)
+        assert candidates_choice(some, query, 0.5, 5) == full_scan_choice(rows[live], query, 0.5, 5)
