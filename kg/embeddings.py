@@ -114,6 +114,12 @@ class RowMatrix:
         out[~low] = self.tail[rows[~low] - split]
         return out
 
+    @property
+    def rotation(self) -> Rotation | None:
+        """The rotation the codes' turned parts share (None: plain, or no codes)."""
+        turned = (rotation_of(part) for part in self.codes or ())
+        return next((r for r in turned if r is not None), None)
+
     def codes_of(self, rows: np.ndarray) -> Codes | None:
         """The int8 codes of ``rows`` (an index array), in that order; None without codes
         or where the parts are coded differently (``kg.lead_rows.gather``)."""
@@ -170,12 +176,16 @@ class EmbeddingTable:
     _DEAD_SHARE = 0.25
     _MIN_DEAD = 1024
 
-    def __init__(self, dim: int | None = None, *, quantized: bool = False) -> None:
+    def __init__(
+        self, dim: int | None = None, *, quantized: bool = False, rotation: Rotation | None = None
+    ) -> None:
+        """``rotation``: the one the table's codes were turned by before (kept in the
+        graph's folder: ``kg.axes_file``), for rows coded from now on."""
         self._dim = dim
         self._quantized = quantized
         self._base_codes: Codes = Int8Rows.zeros(0, dim or 0)
         self._codes: Codes = Int8Rows.zeros(0, dim or 0)  # the in-memory rows', in step
-        self._rotation: Rotation | None = None  # the codes', where they are turned
+        self._rotation = rotation  # the codes', where they are turned
         self._rows: dict[str, int] = {}
         self._used = 0  # rows written so far, live or dropped, base included
         self._dead_base = 0  # rows of the base whose keys were dropped
@@ -191,6 +201,7 @@ class EmbeddingTable:
         *,
         quantized: bool = False,
         codes: Codes | None = None,
+        rotation: Rotation | None = None,
     ) -> EmbeddingTable:
         """A table over ``matrix`` itself (row i is ``keys[i]``, keys unique): a start
         loads every stored vector this way, without a second copy of them. A read-only
@@ -199,8 +210,10 @@ class EmbeddingTable:
         A ``quantized`` table takes ``codes`` (of ``matrix``'s rows) where a caller has
         them, else makes them: a snapshot read back codes its entities at the load, and
         making them again would cost the start as much once more (5.4-6.0 s at 2.1 million
-        entities) and hold two copies while both live."""
-        table = cls(int(matrix.shape[1]) if len(keys) else None, quantized=quantized)
+        entities) and hold two copies while both live. Codes it makes are turned by
+        ``rotation`` where given (``kg.lead_rows.fit_rotation``)."""
+        dim = int(matrix.shape[1]) if len(keys) else None
+        table = cls(dim, quantized=quantized, rotation=rotation)
         if len(keys):
             if matrix.shape[0] != len(keys) or matrix.dtype != np.float32:
                 raise ValueError(f"expected {len(keys)} float32 rows, got {matrix.shape}")
@@ -212,12 +225,13 @@ class EmbeddingTable:
             if matrix.flags.writeable:
                 table._matrix = np.require(matrix, requirements=["C"])
                 if quantized:
-                    table._codes = codes if codes is not None else code_rows(table._matrix)
-                    table._rotation = rotation_of(table._codes)
+                    made = codes if codes is not None else code_rows(table._matrix, rotation)
+                    table._codes = made
+                    table._rotation = rotation_of(made)
             else:
                 table._base = matrix
                 if quantized:
-                    table._base_codes = codes if codes is not None else code_rows(matrix)
+                    table._base_codes = codes if codes is not None else code_rows(matrix, rotation)
                     table._rotation = rotation_of(table._base_codes)
             table._used = len(keys)
         return table
@@ -226,6 +240,11 @@ class EmbeddingTable:
     def quantized(self) -> bool:
         """Whether the table keeps its rows' int8 codes."""
         return self._quantized
+
+    @property
+    def rotation(self) -> Rotation | None:
+        """The rotation the table's codes are turned by (None: plain, or none yet)."""
+        return self._rotation
 
     @property
     def dim(self) -> int | None:
@@ -336,7 +355,8 @@ class EmbeddingTable:
         rotation, fit to ``first`` where there is none and they are many enough."""
         if isinstance(self._codes, LeadRows):
             return
-        self._rotation = self._rotation or fit_rotation(first)
+        if self._rotation is None:  # one the table had keeps it (and its cells) as it was
+            self._rotation = fit_rotation(first)
         if self._rotation is not None:
             self._codes = LeadRows.zeros(len(self._matrix), self._rotation)
 

@@ -103,10 +103,36 @@ class Int8Rows:
         """The estimated dot products with the float32 ``query`` of every row (of
         ``rows``, an index array, where given), and the slack: each exact score lies
         within it of its estimate (module docstring)."""
+        codes, unit, slack = self._query(query)
+        part = self if rows is None else Int8Rows(self.codes[rows], self.unit[rows])
+        return _dots(part, codes, unit), slack
+
+    def scores_in(
+        self, query: np.ndarray, spans: Sequence[tuple[int, int]]
+    ) -> tuple[np.ndarray, float]:
+        """As ``scores``, of the rows in ``spans`` ((start, stop) pairs), in order: each
+        span's codes are read in place, where an index array would copy them first (a
+        cell's rows, ``kg.cells``: a copy of 13 % of 2.1 million rows took longer than
+        their scan)."""
+        codes, unit, slack = self._query(query)
+        spans = [(a, b) for a, b in spans if b > a]
+        dots = np.empty((1, sum(b - a for a, b in spans)), np.float32)
+        at = 0
+        for a, b in spans:  # integer sums, exact in float32 (``_dots``), into their place
+            numkong.cdist(
+                codes[None, :], self.codes[a:b], metric="dot", out=dots[:, at : at + b - a]
+            )
+            at += b - a
+        if spans:
+            dots *= np.concatenate([self.unit[a:b] for a, b in spans])
+            dots *= np.float32(unit)
+        return dots[0], slack
+
+    def _query(self, query: np.ndarray) -> tuple[np.ndarray, float, float]:
+        """The query's codes and unit, and the slack of its scores with these rows."""
         codes, unit, q_error, q_norm = _code(np.asarray(query, np.float32)[None, :])
         slack = (q_norm + q_error) * self.max_error + q_error * self.max_norm + FLOAT_SLACK
-        part = self if rows is None else Int8Rows(self.codes[rows], self.unit[rows])
-        return _dots(part, codes[0], float(unit[0])), slack
+        return codes[0], float(unit[0]), slack
 
 
 def gather_rows(parts: Sequence[Int8Rows], rows: np.ndarray) -> Int8Rows:

@@ -26,6 +26,10 @@ Vectors without principal axes (random ones) drop few rows: where more than
 ``DENSE_SHARE`` of the rows reach the floor the rest is read whole, in one pass, so such a
 scan costs what the plain one does. A rotation is fit from at least ``MIN_ROWS`` rows; a
 table coded from fewer keeps plain codes (its scan is under a millisecond).
+
+A rotation fit to a large table also has cells on its leading axes (``kg.cells``): each
+row is filed under one as it is coded, and a screen reads only the rows of the cells
+nearest the question.
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ from functools import cache
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
+from kg import cells as cell_fit
+from kg.cells import CellOrder, Cells
 from kg.file_matrix import take_rows
 from kg.int8_rows import BLOCK_ROWS, Int8Rows, gather_rows, write_all
 
@@ -61,9 +67,15 @@ question is turned in float64, and the float32 basis is orthonormal to about 2.4
 
 @dataclass(frozen=True, eq=False)
 class Rotation:
-    """An orthonormal basis (rows by falling variance of the rows it was fit to)."""
+    """An orthonormal basis (rows by falling variance of the rows it was fit to), and
+    the cells its leading axes are divided into, where the table is large."""
 
     basis: np.ndarray  # (dim, dim) float32
+    cells: Cells | None = None
+
+    @property
+    def dim(self) -> int:
+        return len(self.basis)
 
     @classmethod
     def fit(cls, matrix: np.ndarray) -> Rotation:
@@ -75,6 +87,24 @@ class Rotation:
         sample = np.asarray(sample, np.float64)
         _, axes = np.linalg.eigh(sample.T @ sample)  # ascending, axes in columns
         return cls(np.ascontiguousarray(axes[:, ::-1].T, dtype=np.float32))
+
+    def with_cells(self, matrix: np.ndarray) -> Rotation:
+        """This basis with cells fit to ``matrix``'s rows (``kg.cells``)."""
+        sample = take_rows(matrix, cell_fit.sample_rows(len(matrix)))
+        lead = self.turn(sample)[:, :LEAD]
+        with _one_blas_thread():
+            return Rotation(self.basis, Cells.fit(lead, len(matrix)))
+
+    def turn_query(self, query: np.ndarray) -> np.ndarray:
+        """A question on the axes (turned in float64, then float32: ``TURN_SLACK``)."""
+        basis = self.basis.astype(np.float64)
+        return (basis @ np.asarray(query, np.float64)).astype(np.float32)
+
+    def cells_near(self, query: np.ndarray) -> np.ndarray:
+        """The cells a screen of ``query`` reads (``kg.cells``; none without cells)."""
+        if self.cells is None:
+            return np.zeros(0, np.int64)
+        return self.cells.near(self.turn_query(query)[:LEAD])
 
     def turn(self, rows: np.ndarray) -> np.ndarray:
         """``rows`` (n, dim) on the axes, on one BLAS thread: vLLM-CPU spins on the other
@@ -99,27 +129,37 @@ def _one_blas_thread() -> AbstractContextManager[object]:
 
 class LeadRows:
     """Turned rows' codes: ``lead`` of their first ``LEAD`` values, ``rest`` of the
-    others, and ``rest_norm``, each row's rest's norm (rounded up)."""
+    others, and ``rest_norm``, each row's rest's norm (rounded up); with the rotation's
+    cells, ``cell``, each row's."""
 
-    __slots__ = ("lead", "rest", "rest_norm", "rotation")
+    __slots__ = ("_by_cell", "cell", "lead", "rest", "rest_norm", "rotation")
 
     def __init__(
-        self, rotation: Rotation, lead: Int8Rows, rest: Int8Rows, rest_norm: np.ndarray
+        self,
+        rotation: Rotation,
+        lead: Int8Rows,
+        rest: Int8Rows,
+        rest_norm: np.ndarray,
+        cell: np.ndarray | None = None,
     ) -> None:
         self.rotation = rotation
         self.lead = lead
         self.rest = rest
         self.rest_norm = rest_norm
+        self.cell = cell if rotation.cells is not None else None
+        if rotation.cells is not None and (cell is None or len(cell) != len(lead)):
+            raise ValueError("rows turned by a rotation with cells need a cell each")
+        self._by_cell: CellOrder | None = None  # made by the first screen
 
     @classmethod
     def zeros(cls, rows: int, rotation: Rotation) -> LeadRows:
         """Room for ``rows`` rows, none written."""
-        dim = len(rotation.basis)
         return cls(
             rotation,
             Int8Rows.zeros(rows, LEAD),
-            Int8Rows.zeros(rows, dim - LEAD),
+            Int8Rows.zeros(rows, rotation.dim - LEAD),
             np.zeros(rows, np.float32),
+            np.zeros(rows, np.int16) if rotation.cells is not None else None,
         )
 
     @classmethod
@@ -141,11 +181,18 @@ class LeadRows:
             self.rest.write(at, rest)
             norms = np.sqrt(np.einsum("ij,ij->i", rest, rest))
             self.rest_norm[at : at + len(turned)] = norms * np.float32(1 + 1e-6)
+            if self.cell is not None and self.rotation.cells is not None:
+                with _one_blas_thread():
+                    self.cell[at : at + len(turned)] = self.rotation.cells.assign(turned[:, :LEAD])
 
     def head(self, rows: int) -> LeadRows:
         """A view of the first ``rows`` rows."""
         return LeadRows(
-            self.rotation, self.lead.head(rows), self.rest.head(rows), self.rest_norm[:rows]
+            self.rotation,
+            self.lead.head(rows),
+            self.rest.head(rows),
+            self.rest_norm[:rows],
+            None if self.cell is None else self.cell[:rows],
         )
 
     def resized(self, rows: int, written: int) -> LeadRows:
@@ -157,6 +204,7 @@ class LeadRows:
             self.lead.resized(rows, written),
             self.rest.resized(rows, written),
             norms,
+            _cells_kept(self.cell, np.arange(written), rows),
         )
 
     def take(self, rows: np.ndarray, capacity: int) -> LeadRows:
@@ -164,7 +212,11 @@ class LeadRows:
         norms = np.zeros(capacity, np.float32)
         norms[: len(rows)] = self.rest_norm[rows]
         return LeadRows(
-            self.rotation, self.lead.take(rows, capacity), self.rest.take(rows, capacity), norms
+            self.rotation,
+            self.lead.take(rows, capacity),
+            self.rest.take(rows, capacity),
+            norms,
+            _cells_kept(self.cell, rows, capacity),
         )
 
     def scores(self, query: np.ndarray) -> tuple[np.ndarray, float]:
@@ -176,11 +228,13 @@ class LeadRows:
 
     def screen(self, query: np.ndarray, floor: float) -> tuple[np.ndarray, np.ndarray, float]:
         """The rows whose exact score with ``query`` can reach ``floor`` (ascending),
-        their estimates, and the slack (module docstring)."""
+        their estimates, and the slack (module docstring); with cells, of the rows in
+        the cells nearest ``query`` alone (``kg.cells``)."""
+        if self.cell is not None:
+            return self._screen_cells(query, floor)
         turned, lead, lead_slack = self._lead(query)
         rest_query = turned[LEAD:]
-        reach = float(np.linalg.norm(rest_query)) * (1 + 1e-6)
-        bound = np.multiply(self.rest_norm, np.float32(reach))
+        bound = np.multiply(self.rest_norm, np.float32(_reach(rest_query)))
         bound += lead
         kept = np.flatnonzero(bound >= floor - lead_slack)
         if kept.size > DENSE_SHARE * len(self):
@@ -189,32 +243,79 @@ class LeadRows:
         rest, rest_slack = self.rest.scores(rest_query, kept)
         return kept, lead[kept] + rest, lead_slack + rest_slack
 
+    def _screen_cells(
+        self, query: np.ndarray, floor: float
+    ) -> tuple[np.ndarray, np.ndarray, float]:
+        """``screen`` over the rows of the cells nearest ``query`` (``kg.cells``)."""
+        cells = self.rotation.cells
+        assert cells is not None and self.cell is not None
+        if self._by_cell is None:
+            self._by_cell = CellOrder(self.cell, cells.count, self.lead, self.rest_norm)
+        turned = self.rotation.turn_query(query)
+        rows, lead, rest_norm, lead_slack = self._by_cell.read(
+            cells.near(turned[:LEAD]), turned[:LEAD]
+        )
+        lead_slack += self._turn_slack(query)
+        rest_query = turned[LEAD:]
+        bound = np.multiply(rest_norm, np.float32(_reach(rest_query)))
+        bound += lead
+        kept = np.flatnonzero(bound >= floor - lead_slack)
+        ascending = kept[np.argsort(rows[kept])]
+        rows, lead = rows[ascending], lead[ascending]
+        rest, rest_slack = self.rest.scores(rest_query, rows)
+        return rows, lead + rest, lead_slack + rest_slack
+
+    def _turn_slack(self, query: np.ndarray) -> float:
+        """What the rotation's float32 arithmetic adds to the slack (``TURN_SLACK``)."""
+        row_norm = self.lead.max_norm + self.rest.max_norm
+        return TURN_SLACK * float(np.linalg.norm(query)) * row_norm
+
     def _lead(self, query: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
         """The question turned, every row's estimate over the leading values, and its
         slack (with the rotation's: ``TURN_SLACK``)."""
-        query = np.asarray(query, np.float64)
-        turned = (self.rotation.basis.astype(np.float64) @ query).astype(np.float32)
+        turned = self.rotation.turn_query(query)
         lead, lead_slack = self.lead.scores(turned[:LEAD])
-        row_norm = self.lead.max_norm + self.rest.max_norm
-        return turned, lead, lead_slack + TURN_SLACK * float(np.linalg.norm(query)) * row_norm
+        return turned, lead, lead_slack + self._turn_slack(query)
+
+
+def _reach(rest_query: np.ndarray) -> float:
+    """The norm of the question's rest, rounded up: what Cauchy-Schwarz multiplies a
+    row's rest's norm by."""
+    return float(np.linalg.norm(rest_query)) * (1 + 1e-6)
+
+
+def _cells_kept(cell: np.ndarray | None, rows: np.ndarray, capacity: int) -> np.ndarray | None:
+    """The cells of ``rows`` first, in room for ``capacity`` rows (None without cells)."""
+    if cell is None:
+        return None
+    kept = np.zeros(capacity, np.int16)
+    kept[: len(rows)] = cell[rows]
+    return kept
 
 
 Codes = Int8Rows | LeadRows
 """A part of a table's codes, plain or turned."""
 
 
-def fit_rotation(matrix: np.ndarray) -> Rotation | None:
-    """A rotation fit to ``matrix``'s rows where they are ``MIN_ROWS`` or more and wide
-    enough to keep ``LEAD`` values apart; None (code them plain) otherwise."""
-    if len(matrix) < MIN_ROWS or matrix.ndim != 2 or matrix.shape[1] <= 2 * LEAD:
+def fit_rotation(matrix: np.ndarray, saved: Rotation | None = None) -> Rotation | None:
+    """The rotation to code ``matrix``'s rows by: ``saved`` (the table's so far) where it
+    fits their width, else one fit to them where they are ``MIN_ROWS`` or more and wide
+    enough to keep ``LEAD`` values apart; None (code them plain) otherwise. Its cells are
+    fit (again) where the rows call for them (``kg.cells.due``)."""
+    if matrix.ndim != 2 or matrix.shape[1] <= 2 * LEAD:
         return None
-    return Rotation.fit(matrix)
+    rotation = saved if saved is not None and saved.dim == matrix.shape[1] else None
+    if rotation is None and len(matrix) >= MIN_ROWS:
+        rotation = Rotation.fit(matrix)
+    if rotation is not None and cell_fit.due(rotation.cells, len(matrix)):
+        rotation = rotation.with_cells(matrix)
+    return rotation
 
 
-def code_rows(matrix: np.ndarray, rotation: Rotation | None = None) -> Codes:
-    """The codes of ``matrix``'s rows: turned by ``rotation``, else by one fit to them
-    (``fit_rotation``), else plain."""
-    rotation = rotation or fit_rotation(matrix)
+def code_rows(matrix: np.ndarray, saved: Rotation | None = None) -> Codes:
+    """The codes of ``matrix``'s rows: turned by ``fit_rotation``'s rotation, else
+    plain."""
+    rotation = fit_rotation(matrix, saved)
     return Int8Rows.of(matrix) if rotation is None else LeadRows.of(matrix, rotation)
 
 
@@ -240,6 +341,8 @@ def screen(
     rows after their leading codes; plain ones estimate every row."""
     found, estimates, slacks, start = [], [], [0.0], 0
     for part in parts:
+        if not len(part):  # a table's empty base, or tail: nothing to code the query for
+            continue
         if isinstance(part, LeadRows):
             rows, scores, slack = part.screen(query, floor)
         else:
@@ -268,9 +371,11 @@ def gather(parts: Sequence[Codes], rows: np.ndarray) -> Codes | None:
     if len(turned) != len(held) or any(p.rotation is not turned[0].rotation for p in turned):
         return None
     norms = np.concatenate([p.rest_norm for p in turned])
+    cells = [p.cell for p in turned if p.cell is not None]  # all or none: one rotation
     return LeadRows(
         turned[0].rotation,
         gather_rows([p.lead for p in turned], rows),
         gather_rows([p.rest for p in turned], rows),
         norms[rows],
+        np.concatenate(cells)[rows] if cells else None,
     )

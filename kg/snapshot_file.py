@@ -40,7 +40,7 @@ from kg.embeddings import EmbeddingTable, RowMatrix
 from kg.file_matrix import FileMatrix
 from kg.graph_file import GRAPH_DB_FILE, NODE, TRIPLE, GraphFile, GraphRows, Vectors, VectorSink
 from kg.index import EDGE_LISTS, GraphSnapshot
-from kg.lead_rows import code_rows
+from kg.lead_rows import Rotation, code_rows
 from kg.models import shared
 from kg.numbering import INDEX
 from kg.vector_rows import VectorRows
@@ -216,9 +216,10 @@ def file_sink(folder: Path) -> VectorSink:
     return write
 
 
-def load(folder: Path) -> tuple[GraphSnapshot, dict[str, str]] | None:
+def load(folder: Path, axes: Rotation | None = None) -> tuple[GraphSnapshot, dict[str, str]] | None:
     """The saved snapshot and versions, or None (none saved, another format, damaged).
-    Its vectors are mapped from their files, read-only."""
+    Its vectors are mapped from their files, read-only; the entities' codes turned by
+    ``axes`` where given (``kg.axes_file``)."""
     for leftover in [*folder.glob(f".*{TEMP_SUFFIX}"), *folder.glob(".snapshot-*.npz")]:
         if leftover.name.startswith((f".{FILE}.", ".snapshot-")):  # a save a crash cut short
             leftover.unlink(missing_ok=True)
@@ -243,7 +244,7 @@ def load(folder: Path) -> tuple[GraphSnapshot, dict[str, str]] | None:
         # Coded here, not when the first change gives the tables their vectors: until then
         # each chat's entity link would scan the float32 rows (at 2.1 million entities 144 ms
         # and 3.2 GB of pages, against 41 ms from the codes; coding them 5.4-6.0 s).
-        node_vectors = VectorRows.stacked(nodes, code_rows(nodes))
+        node_vectors = VectorRows.stacked(nodes, code_rows(nodes, axes))
         edge_vectors = VectorRows(_mapped(folder, meta["id"], "triples"), edge_rows)
         if len(node_vectors) != len(meta["node_keys"]) or (
             edge_rows.size and int(edge_rows.max()) >= len(edge_vectors.matrix)

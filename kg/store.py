@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kg import heap, snapshot_file
+from kg import axes_file, heap, snapshot_file
 from kg.edits import keyed_triples, plan
 from kg.embeddings import EmbeddingTable, EmbedFn, embed_checked
 from kg.graph_file import (
@@ -36,6 +36,7 @@ from kg.graph_file import (
     node_names,
 )
 from kg.index import GraphSnapshot
+from kg.lead_rows import Rotation
 from kg.legacy import read_legacy_folder
 from kg.models import EntityInfo, Neighbourhood, Triple
 from kg.normalize import EntityNormalizer, default_normalizer
@@ -68,6 +69,7 @@ class KnowledgeGraph:
         self._lock = threading.RLock()
         self._node_vectors = EmbeddingTable(quantized=True)  # a question scans every row
         self._triple_vectors = EmbeddingTable()
+        self._axes: Rotation | None = None  # the entity codes' rotation kept in the folder
         self._snapshot = GraphSnapshot()
         self._versions: dict[str, str] = {}
         self._unread = False  # the snapshot was read back: the tables are yet to take it
@@ -185,6 +187,7 @@ class KnowledgeGraph:
             )
             new_texts = [t for t in added_texts if t in self._triple_vectors]
             new_facts = self._triple_vectors.gather(new_texts)
+            self._keep_axes()
             # After the swap: a failed write leaves memory consistent, and the file at the
             # last change, with the versions it had (a restart's sync repairs from those).
             try:
@@ -274,12 +277,14 @@ class KnowledgeGraph:
         with self._lock, heap.collector_paused():
             self._closed = False
             exists = (self._folder / GRAPH_DB_FILE).exists()
-            saved = snapshot_file.load(self._folder) if exists else None
+            self._axes = axes_file.read(self._folder) if exists else None
+            saved = snapshot_file.load(self._folder, self._axes) if exists else None
             if saved is not None:
                 self._snapshot, self._versions = saved
                 self._unread = True
             else:
                 self._read()
+            self._keep_axes()
         log.info(
             "knowledge graph: %d triples %s in %.1f s",
             self._snapshot.edge_count,
@@ -314,12 +319,21 @@ class KnowledgeGraph:
         )
 
     def _adopt(self, nodes: Vectors, triples: Vectors) -> None:
-        """Take these vectors as the embedding tables."""
+        """Take these vectors as the embedding tables (entity codes made here are turned
+        by the folder's rotation: ``kg.axes_file``)."""
         self._vectors_read = bool(nodes.keys) and nodes.matrix.flags.writeable
         self._node_vectors = EmbeddingTable.adopt(
-            nodes.keys, nodes.matrix, quantized=True, codes=nodes.codes
+            nodes.keys, nodes.matrix, quantized=True, codes=nodes.codes, rotation=self._axes
         )
         self._triple_vectors = EmbeddingTable.adopt(triples.keys, triples.matrix)
+
+    def _keep_axes(self) -> None:
+        """Write the entity codes' rotation to the folder where it is not the one there
+        (fit by this start, or its cells fit again), so the next start codes by it."""
+        rotation = self._snapshot.node_vectors.matrix.rotation or self._node_vectors.rotation
+        if rotation is not None and rotation is not self._axes and self._autosave:
+            axes_file.write(self._folder, rotation)
+            self._axes = rotation
 
     def _vectors_to_map(self) -> bool:
         """A start read the vectors into memory (the disk refused their files), and a

@@ -34,6 +34,7 @@ from kg.models import ScoredTriple, TripleSource
 from kg.normalize import EntityNormalizer
 from kg.paths import DEFAULT_WEIGHTS, PathWeights, rank_paths
 from kg.store import KnowledgeGraph
+from kg.vector_rows import VectorRows
 
 SCORE_DECIMALS = 6
 """Scores are rounded so that last-bit float noise can never reorder ties."""
@@ -65,6 +66,24 @@ class LinkedNodes:
     def seeds(self) -> list[int]:
         """All linked nodes, most specific route first, each once."""
         return list(dict.fromkeys([*self.lexical, *self.similar, *self.passage]))
+
+
+def most_similar(vectors: VectorRows, query: np.ndarray, threshold: float, count: int) -> list[int]:
+    """The items of ``vectors`` a question links by embedding: those scoring at least
+    ``threshold`` with ``query``, the best ``count``, best first (equal scores, to six
+    places, by item: node order is key order)."""
+    if count <= 0 or vectors.shape[0] == 0:
+        return []
+    # The few that can be among the best, scored exactly (from int8 codes: a scan of
+    # every float32 vector was 161 ms and 3.2 GB of pages a question at 1M chunks).
+    items, sims = vectors.candidates(query, threshold, count)
+    kept = sims >= threshold
+    above = items[kept]
+    if above.size == 0:
+        return []
+    rounded = np.round(sims[kept], SCORE_DECIMALS)
+    order = np.lexsort((above, -rounded))[:count]
+    return [int(i) for i in above[order]]
 
 
 class SubgraphSelector:
@@ -193,21 +212,9 @@ class SubgraphSelector:
         )
 
     def _similar_nodes(self, snap: GraphSnapshot, query: np.ndarray) -> list[int]:
-        if self.max_similar_nodes <= 0 or snap.node_vectors.shape[0] == 0:
-            return []
-        # The few that can be among the best, scored exactly (from int8 codes: a scan of
-        # every float32 vector was 161 ms and 3.2 GB of pages a question at 1M chunks).
-        items, sims = snap.node_vectors.candidates(
-            query, self.similarity_threshold, self.max_similar_nodes
+        return most_similar(
+            snap.node_vectors, query, self.similarity_threshold, self.max_similar_nodes
         )
-        kept = sims >= self.similarity_threshold
-        above = items[kept]
-        if above.size == 0:
-            return []
-        rounded = np.round(sims[kept], SCORE_DECIMALS)
-        # Best first; equal similarity resolved by node key (index order = key order).
-        order = np.lexsort((above, -rounded))[: self.max_similar_nodes]
-        return [int(i) for i in above[order]]
 
     def candidate_edges(self, snap: GraphSnapshot, linked: LinkedNodes) -> np.ndarray:
         """Passage edges, then hop-1, then hop-2 edges, each once, up to the cap."""

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
+from bench import entity_vectors
 from bench.entity_vectors import ShapedEmbedder, VectorShape
 from kg.embeddings import normalize_rows
 from kg.lead_rows import LEAD, Rotation
@@ -41,3 +43,10 @@ def test_the_embedder_draws_the_same_vectors_for_the_same_seed() -> None:
     np.testing.assert_array_equal(one(texts), two(texts))
     assert one.texts == 3
     assert not np.array_equal(one(texts), ShapedEmbedder(shape, seed=8)(texts))
+
+
+def test_a_draw_a_block_at_a_time_is_the_draw_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    shape = VectorShape.fit(_real_like(np.random.default_rng(4), 1000))
+    whole = shape.draw(np.random.default_rng(5), 700)
+    monkeypatch.setattr(entity_vectors, "_DRAW_ROWS", 64)
+    np.testing.assert_array_equal(shape.draw(np.random.default_rng(5), 700), whole)

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from kg import EmbedFn, Triple, TripleExtractor
-from kg.embeddings import dot_rows
+from kg.embeddings import dot_rows, normalize_rows
 from kg.index import EDGE_LISTS, GraphSnapshot
 from kg.vector_rows import VectorRows
 
@@ -122,3 +122,39 @@ def candidates_choice(
     above = items[kept]
     rounded = np.round(sims[kept], 6)
     return [int(i) for i in above[np.lexsort((above, -rounded))][:count]]
+
+
+ROW_DIM = 384
+"""The width of the model's vectors, as the rows' tests make them."""
+
+
+def shaped_rows(rng: np.random.Generator, count: int) -> np.ndarray:
+    """Unit rows whose energy falls off over the axes, around a shared direction, as a
+    sentence model's do (81 % of it on the first 128 axes, as for real entities); with
+    the shapes that stress a scale: a dominant value, one-hot rows, exact and near
+    duplicates (ties), and a zero row."""
+    spread = (np.arange(ROW_DIM) + 8.0).astype(np.float32) ** -0.6
+    mix = np.linalg.qr(rng.standard_normal((ROW_DIM, ROW_DIM)))[0].astype(np.float32)
+    rows = (rng.standard_normal((count, ROW_DIM)).astype(np.float32) * spread) @ mix
+    rows += 0.4 * mix[5]
+    rows[:8, 0] *= 40
+    rows[8:16] = 0
+    rows[8:16, 3] = 1
+    rows[20:30] = rows[30:40]
+    rows[40:50] = rows[50:60] + 1e-6
+    rows = normalize_rows(rows)
+    rows[-1] = 0
+    return rows
+
+
+def random_rows(rng: np.random.Generator, count: int) -> np.ndarray:
+    """Unit rows without principal axes: a floor drops few of them."""
+    return normalize_rows(rng.standard_normal((count, ROW_DIM)).astype(np.float32))
+
+
+def near_queries(rng: np.random.Generator, rows: np.ndarray, count: int) -> list[np.ndarray]:
+    """Questions near some rows (so several clear the threshold), some right on one."""
+    picks = rows[rng.integers(len(rows), size=count)]
+    noise = rng.standard_normal(picks.shape).astype(np.float32) / np.sqrt(ROW_DIM)
+    scale = np.linspace(0.0, 1.5, count, dtype=np.float32)[:, None]
+    return list(normalize_rows(picks + scale * noise))

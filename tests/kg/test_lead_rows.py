@@ -14,43 +14,17 @@ from kg.embeddings import EmbeddingTable, dot_rows, normalize_rows
 from kg.int8_rows import Int8Rows
 from kg.lead_rows import LEAD, LeadRows, Rotation, code_rows, estimate, gather, screen
 from kg.vector_rows import VectorRows
-from tests.kg.kg_testdata import candidates_choice, full_scan_choice
+from tests.kg.kg_testdata import (
+    candidates_choice,
+    full_scan_choice,
+    near_queries,
+    random_rows,
+    shaped_rows,
+)
 
 DIM = 384
 
 Make = Callable[[np.random.Generator, int], np.ndarray]
-
-
-def _shaped(rng: np.random.Generator, count: int) -> np.ndarray:
-    """Unit rows whose energy falls off over the axes, around a shared direction, as a
-    sentence model's do (81 % of it on the first 128 axes, as for real entities); with
-    the shapes that stress a scale: a dominant value, one-hot rows, exact and near
-    duplicates (ties), and a zero row."""
-    spread = (np.arange(DIM) + 8.0).astype(np.float32) ** -0.6
-    mix = np.linalg.qr(rng.standard_normal((DIM, DIM)))[0].astype(np.float32)
-    rows = (rng.standard_normal((count, DIM)).astype(np.float32) * spread) @ mix
-    rows += 0.4 * mix[5]
-    rows[:8, 0] *= 40
-    rows[8:16] = 0
-    rows[8:16, 3] = 1
-    rows[20:30] = rows[30:40]
-    rows[40:50] = rows[50:60] + 1e-6
-    rows = normalize_rows(rows)
-    rows[-1] = 0
-    return rows
-
-
-def _random(rng: np.random.Generator, count: int) -> np.ndarray:
-    """Unit rows without principal axes: a floor drops few of them."""
-    return normalize_rows(rng.standard_normal((count, DIM)).astype(np.float32))
-
-
-def _queries(rng: np.random.Generator, rows: np.ndarray, count: int) -> list[np.ndarray]:
-    """Questions near some rows (so several clear the threshold), some right on one."""
-    picks = rows[rng.integers(len(rows), size=count)]
-    noise = rng.standard_normal(picks.shape).astype(np.float32) / np.sqrt(DIM)
-    scale = np.linspace(0.0, 1.5, count, dtype=np.float32)[:, None]
-    return list(normalize_rows(picks + scale * noise))
 
 
 @pytest.fixture
@@ -69,7 +43,7 @@ def test_rows_are_turned_on_one_blas_thread(monkeypatch: pytest.MonkeyPatch) -> 
         seen.extend(i["num_threads"] for i in blas.info() if i["user_api"] == "blas")
         return np.asarray(rows @ basis)
 
-    rows = _random(np.random.default_rng(0), 600)
+    rows = random_rows(np.random.default_rng(0), 600)
     rotation = Rotation.fit(rows)
     monkeypatch.setattr(lead_rows, "_product", product)
     LeadRows.of(rows, rotation)
@@ -77,7 +51,7 @@ def test_rows_are_turned_on_one_blas_thread(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_a_rotation_keeps_dot_products_and_orders_the_axes_by_energy() -> None:
-    rows = _shaped(np.random.default_rng(1), 2000)
+    rows = shaped_rows(np.random.default_rng(1), 2000)
     rotation = Rotation.fit(rows)
     turned = rotation.turn(rows)
     query = rows[100]
@@ -86,19 +60,19 @@ def test_a_rotation_keeps_dot_products_and_orders_the_axes_by_energy() -> None:
     assert energy[:LEAD].sum() > 0.75 * energy.sum()
 
 
-@pytest.mark.parametrize("make", [_shaped, _random])
+@pytest.mark.parametrize("make", [shaped_rows, random_rows])
 def test_every_turned_estimate_is_within_the_slack_of_the_exact_score(make: Make) -> None:
     rng = np.random.default_rng(2)
     rows = make(rng, 1200)
     coded = LeadRows.of(rows, Rotation.fit(rows))
-    for query in _queries(rng, rows, 40):
+    for query in near_queries(rng, rows, 40):
         estimates, slack = estimate([coded], query)
         exact = dot_rows(rows, query)
         assert np.all(np.abs(estimates - exact) <= slack)
         assert slack < 0.05
 
 
-@pytest.mark.parametrize("make", [_shaped, _random])
+@pytest.mark.parametrize("make", [shaped_rows, random_rows])
 def test_a_floor_drops_only_rows_surely_below_it(make: Make) -> None:
     """Every row at or above the floor keeps an estimate within the slack; on rows with
     principal axes most of the others are dropped after their leading codes."""
@@ -106,7 +80,7 @@ def test_a_floor_drops_only_rows_surely_below_it(make: Make) -> None:
     rows = make(rng, 3000)
     coded = LeadRows.of(rows, Rotation.fit(rows))
     dropped = []
-    for query in _queries(rng, rows, 40):
+    for query in near_queries(rng, rows, 40):
         exact = dot_rows(rows, query)
         for floor in (0.3, 0.5, 0.8):
             kept, estimates, slack = screen([coded], query, floor)
@@ -114,11 +88,11 @@ def test_a_floor_drops_only_rows_surely_below_it(make: Make) -> None:
             assert set(np.flatnonzero(exact >= floor)) <= set(kept.tolist())
             assert np.all(np.abs(estimates - exact[kept]) <= slack)
             dropped.append(1 - len(kept) / len(rows))
-    if make is _shaped:
+    if make is shaped_rows:
         assert np.mean(dropped) > 0.6  # 0.78 here; random rows: about none
 
 
-@pytest.mark.parametrize("make", [_shaped, _random])
+@pytest.mark.parametrize("make", [shaped_rows, random_rows])
 def test_turned_codes_choose_what_the_full_scan_chooses(make: Make, few_rows_turn: int) -> None:
     rng = np.random.default_rng(4)
     rows = make(rng, 1500)
@@ -127,18 +101,20 @@ def test_turned_codes_choose_what_the_full_scan_chooses(make: Make, few_rows_tur
     assert table.matrix.codes is not None
     assert isinstance(table.matrix.codes[1], LeadRows)
     vectors = VectorRows.of(table, keys)
-    for query in _queries(rng, rows, 40):
+    for query in near_queries(rng, rows, 40):
         for threshold, count in ((0.5, 5), (0.2, 5), (0.9, 3), (-1.0, 5)):
             expected = full_scan_choice(rows, query, threshold, count)
             assert candidates_choice(vectors, query, threshold, count) == expected
 
 
-def test_rows_added_after_a_turned_load_are_turned_the_same_way(few_rows_turn: int) -> None:
+def test_rows_added_after_a_turned_load_are_turned_the_same_way(
+    few_rows_turn: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A start adopts its mapped rows (the base) turned; rows the graph adds after take
     the base's rotation, so that a save gathers codes of both without coding again, and
     compaction keeps them turned."""
     rng = np.random.default_rng(5)
-    rows = _shaped(rng, 1200)
+    rows = shaped_rows(rng, 1200)
     base = rows[:900].copy()
     base.flags.writeable = False
     keys = [f"e{i}" for i in range(900)]
@@ -155,23 +131,26 @@ def test_rows_added_after_a_turned_load_are_turned_the_same_way(few_rows_turn: i
     assert np.array_equal(gathered.lead.codes, alone.lead.codes)
     assert np.array_equal(gathered.rest.codes, alone.rest.codes)
     np.testing.assert_array_equal(gathered.rest_norm, alone.rest_norm)
+    monkeypatch.setattr(EmbeddingTable, "_MIN_DEAD", 16)
+    token = table.token
     table.discard([f"e{i}" for i in range(900, 1180)])  # enough dropped to compact
+    assert table.token is not token
     assert isinstance(table.matrix.codes[1], LeadRows)  # type: ignore[index]
     keys_left = table.keys()
     vectors = VectorRows.of(table, keys_left)
     left = np.asarray(vectors)
-    for query in _queries(rng, left, 20):
+    for query in near_queries(rng, left, 20):
         assert candidates_choice(vectors, query, 0.5, 5) == full_scan_choice(left, query, 0.5, 5)
 
 
 def test_a_small_table_stays_plain_and_a_large_first_block_turns(few_rows_turn: int) -> None:
     rng = np.random.default_rng(6)
     small = EmbeddingTable(quantized=True)
-    small.add([f"s{i}" for i in range(100)], _shaped(rng, 100))
-    small.add([f"s{i}" for i in range(100, 700)], _shaped(rng, 600))  # not its first rows
+    small.add([f"s{i}" for i in range(100)], shaped_rows(rng, 100))
+    small.add([f"s{i}" for i in range(100, 700)], shaped_rows(rng, 600))  # not its first rows
     assert all(isinstance(p, Int8Rows) for p in small.matrix.codes or ())
     large = EmbeddingTable(quantized=True)
-    large.add([f"l{i}" for i in range(few_rows_turn)], _shaped(rng, few_rows_turn))
+    large.add([f"l{i}" for i in range(few_rows_turn)], shaped_rows(rng, few_rows_turn))
     codes = large.matrix.codes
     assert codes is not None and isinstance(codes[1], LeadRows)
     narrow = code_rows(normalize_rows(rng.standard_normal((600, 48)).astype(np.float32)))
@@ -182,7 +161,7 @@ def test_parts_coded_differently_are_not_gathered_but_coded_again(few_rows_turn:
     """Plain and turned parts, or two rotations, cannot make one set of codes: a save
     then has the table code its rows again, never mixes them."""
     rng = np.random.default_rng(7)
-    rows = _shaped(rng, 800)
+    rows = shaped_rows(rng, 800)
     turned = LeadRows.of(rows[:600], Rotation.fit(rows[:600]))
     other = LeadRows.of(rows[600:], Rotation.fit(rows))
     plain = Int8Rows.of(rows[600:])
@@ -202,12 +181,12 @@ def test_items_sharing_rows_are_chosen_from_every_row(few_rows_turn: int) -> Non
     screen's rows: their candidates come from every row's estimate, and are still the
     full scan's."""
     rng = np.random.default_rng(8)
-    rows = _shaped(rng, 700)
+    rows = shaped_rows(rng, 700)
     keys = [f"e{i}" for i in range(len(rows))]
     table = EmbeddingTable.adopt(keys, rows.copy(), quantized=True)
     shared = VectorRows(table.matrix, np.array([*range(700), 3, 5], dtype=np.int64))
     both = np.concatenate([rows, rows[[3, 5]]])
-    for query in _queries(rng, rows, 10):
+    for query in near_queries(rng, rows, 10):
         assert candidates_choice(shared, query, 0.5, 5) == full_scan_choice(both, query, 0.5, 5)
 
 
@@ -215,10 +194,10 @@ def test_items_of_some_rows_are_chosen_among_those_rows_alone(few_rows_turn: int
     """A snapshot's items are the rows of its live keys: the table's other rows (dropped
     keys', until compaction) are screened with the rest but never chosen."""
     rng = np.random.default_rng(9)
-    rows = _shaped(rng, 900)
+    rows = shaped_rows(rng, 900)
     keys = [f"e{i}" for i in range(len(rows))]
     table = EmbeddingTable.adopt(keys, rows.copy(), quantized=True)
     live = np.arange(0, 900, 3, dtype=np.int64)[::-1]  # in another order than the rows'
     some = VectorRows(table.matrix, live)
-    for query in _queries(rng, rows, 20):
+    for query in near_queries(rng, rows, 20):
         assert candidates_choice(some, query, 0.5, 5) == full_scan_choice(rows[live], query, 0.5, 5)

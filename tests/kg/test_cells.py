@@ -1,0 +1,251 @@
+"""Cells (``kg.cells``): a screen reads the rows of the cells nearest the question and is
+exact over them; a row's cell depends on its vector and the centres alone, whichever part
+of a table codes it; the graph keeps its rotation and cells between starts
+(``kg.axes_file``), so that a restart links what the run before it linked."""
+
+from __future__ import annotations
+
+import logging
+import zlib
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import kg.cells as cells
+import kg.lead_rows as lead_rows
+from durable import TEMP_SUFFIX
+from kg import KnowledgeGraph, axes_file, snapshot_file
+from kg.cells import Cells
+from kg.embeddings import EmbeddingTable, dot_rows, normalize_rows
+from kg.lead_rows import LEAD, LeadRows, Rotation, fit_rotation, screen
+from kg.vector_rows import VectorRows
+from tests.kg.kg_testdata import (
+    ROW_DIM,
+    candidates_choice,
+    full_scan_choice,
+    near_queries,
+    shaped_rows,
+    supplied,
+)
+
+
+@pytest.fixture
+def few_cells(monkeypatch: pytest.MonkeyPatch) -> int:
+    """Tables turn from 512 rows and get 16 cells from 1,024, a question reading 4 of
+    them (the service: 16,384; 512 from 100,000, reading 64)."""
+    monkeypatch.setattr(lead_rows, "MIN_ROWS", 512)
+    monkeypatch.setattr(cells, "MIN_ROWS", 1024)
+    monkeypatch.setattr(cells, "COUNT", 16)
+    monkeypatch.setattr(cells, "PROBE", 4)
+    return 1024
+
+
+def clustered_rows(rng: np.random.Generator, count: int, clusters: int = 24) -> np.ndarray:
+    """Unit rows around ``clusters`` directions, as entities that name a few topics are."""
+    centres = normalize_rows(rng.standard_normal((clusters, ROW_DIM)).astype(np.float32))
+    picked = centres[rng.integers(clusters, size=count)]
+    noise = rng.standard_normal((count, ROW_DIM)).astype(np.float32) / np.sqrt(ROW_DIM)
+    return normalize_rows(picked + 0.5 * noise)
+
+
+def read_rows(rotation: Rotation, filed: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """The rows a screen of ``query`` reads: those filed under the cells near it."""
+    return np.flatnonzero(np.isin(filed, rotation.cells_near(query)))
+
+
+def filed_under(rotation: Rotation, rows: np.ndarray) -> np.ndarray:
+    """Each row's cell, from its vector and the centres alone."""
+    assert rotation.cells is not None
+    return rotation.cells.assign(rotation.turn(rows)[:, :LEAD])
+
+
+def test_a_screen_is_exact_over_the_rows_of_the_cells_it_reads(few_cells: int) -> None:
+    rng = np.random.default_rng(11)
+    rows = shaped_rows(rng, 3000)
+    rotation = fit_rotation(rows)
+    assert rotation is not None and rotation.cells is not None
+    assert rotation.cells.count == 16 and rotation.cells.fitted_rows == 3000
+    coded = LeadRows.of(rows, rotation)
+    assert coded.cell is not None
+    np.testing.assert_array_equal(coded.cell, filed_under(rotation, rows))
+    shares = []
+    for query in near_queries(rng, rows, 30):
+        read = read_rows(rotation, coded.cell, query)
+        shares.append(len(read) / len(rows))
+        exact = dot_rows(rows, query)
+        for floor in (0.2, 0.5, 0.8):
+            kept, estimates, slack = screen([coded], query, floor)
+            assert np.all(np.diff(kept) > 0)
+            assert set(kept.tolist()) <= set(read.tolist())
+            assert set(read[exact[read] >= floor].tolist()) <= set(kept.tolist())
+            assert np.all(np.abs(estimates - exact[kept]) <= slack)
+    assert 0.05 < np.mean(shares) < 0.5  # 4 of 16 cells: about a quarter of the rows
+
+
+def test_on_clustered_rows_the_cells_link_what_the_full_scan_links(few_cells: int) -> None:
+    """A question near a topic finds its entities in the cells nearest it: a cell read
+    from the wrong slice, or rows filed under the wrong centre, would miss them."""
+    rng = np.random.default_rng(12)
+    rows = clustered_rows(rng, 4000)
+    keys = [f"e{i}" for i in range(len(rows))]
+    table = EmbeddingTable.adopt(keys, rows.copy(), quantized=True)
+    codes = table.matrix.codes
+    assert codes is not None and isinstance(codes[1], LeadRows) and codes[1].cell is not None
+    vectors = VectorRows.of(table, keys)
+    linked = 0
+    for query in near_queries(rng, rows, 40):
+        expected = full_scan_choice(rows, query, 0.5, 5)
+        assert candidates_choice(vectors, query, 0.5, 5) == expected
+        linked += len(expected)
+    assert linked > 100  # the questions do link entities
+
+
+def test_a_row_is_filed_by_its_vector_whichever_part_codes_it(
+    few_cells: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows a start adopts, rows added after, a gather for a save and a compaction file
+    each row where coding it alone would: a question reads the same rows after a
+    restart."""
+    rng = np.random.default_rng(13)
+    rows = clustered_rows(rng, 2600)
+    base = rows[:2000].copy()
+    base.flags.writeable = False
+    table = EmbeddingTable.adopt([f"e{i}" for i in range(2000)], base, quantized=True)
+    table.add([f"e{i}" for i in range(2000, 2600)], rows[2000:])
+    rotation = table.rotation
+    assert rotation is not None and rotation.cells is not None
+    codes = table.matrix.codes
+    assert codes is not None and all(isinstance(p, LeadRows) for p in codes)
+    expected = filed_under(rotation, rows)
+    filed = np.concatenate([p.cell for p in codes])  # type: ignore[union-attr]
+    np.testing.assert_array_equal(filed, expected)
+    order = np.array([2500, 7, 1999, 2000, 0], dtype=np.int64)
+    gathered = table.matrix.codes_of(order)
+    assert isinstance(gathered, LeadRows) and gathered.cell is not None
+    np.testing.assert_array_equal(gathered.cell, expected[order])
+    monkeypatch.setattr(EmbeddingTable, "_MIN_DEAD", 16)
+    token = table.token
+    table.discard([f"e{i}" for i in range(2000, 2580)])  # enough dropped to compact
+    assert table.token is not token
+    keys_left = table.keys()
+    left = np.asarray(VectorRows.of(table, keys_left))
+    compacted = table.matrix.codes
+    assert compacted is not None and isinstance(compacted[1], LeadRows)
+    assert isinstance(compacted[1].cell, np.ndarray)
+    np.testing.assert_array_equal(compacted[1].cell, filed_under(rotation, rows[2580:]))
+    vectors = VectorRows.of(table, keys_left)
+    for query in near_queries(rng, left, 20):
+        assert candidates_choice(vectors, query, 0.5, 5) == full_scan_choice(left, query, 0.5, 5)
+
+
+def test_cells_are_fit_where_the_rows_call_for_them(few_cells: int) -> None:
+    rng = np.random.default_rng(14)
+    assert not cells.due(None, 1023)
+    assert cells.due(None, 1024)
+    fitted = Cells(np.zeros((16, LEAD), np.float32), 1000)
+    assert not cells.due(fitted, 3999)
+    assert cells.due(fitted, 4000)  # grown fourfold: fit again
+    small = fit_rotation(shaped_rows(rng, 800))
+    assert small is not None and small.cells is None  # turned, read whole
+    rows = shaped_rows(rng, 1200)
+    kept = fit_rotation(rows, small)
+    assert kept is not None and kept.basis is small.basis and kept.cells is not None
+    again = fit_rotation(rows, kept)
+    assert again is kept  # nothing due: coded as before
+    grown = fit_rotation(shaped_rows(rng, 4800), kept)
+    assert grown is not None and grown.basis is kept.basis and grown.cells is not kept.cells
+
+
+def test_the_axes_are_kept_and_read_back(tmp_path: Path, few_cells: int) -> None:
+    rng = np.random.default_rng(15)
+    rotation = fit_rotation(shaped_rows(rng, 1500))
+    assert rotation is not None and rotation.cells is not None
+    axes_file.write(tmp_path, rotation)
+    back = axes_file.read(tmp_path)
+    assert back is not None and back.cells is not None
+    np.testing.assert_array_equal(back.basis, rotation.basis)
+    np.testing.assert_array_equal(back.cells.centres, rotation.cells.centres)
+    assert back.cells.fitted_rows == 1500
+    plain = Rotation(rotation.basis)
+    axes_file.write(tmp_path, plain)
+    back = axes_file.read(tmp_path)
+    assert back is not None and back.cells is None
+
+
+def test_axes_that_cannot_be_read_are_fit_again_and_a_failed_write_is_logged(
+    tmp_path: Path, few_cells: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    rng = np.random.default_rng(16)
+    rotation = fit_rotation(shaped_rows(rng, 1500))
+    assert rotation is not None
+    path = tmp_path / axes_file.FILE
+    path.write_bytes(b"not an npz")
+    leftover = tmp_path / f".{axes_file.FILE}.x1{TEMP_SUFFIX}"
+    leftover.write_bytes(b"a write a crash cut short")
+    with caplog.at_level(logging.WARNING, logger="kg.axes_file"):
+        assert axes_file.read(tmp_path) is None
+    assert "fitting the entity codes' axes again" in caplog.text
+    assert not leftover.exists()
+    skewed = Rotation(rotation.basis * np.float32(1.01), rotation.cells)  # not orthonormal
+    axes_file.write(tmp_path, skewed)
+    assert axes_file.read(tmp_path) is None
+    path.unlink()
+    path.mkdir()  # the file's name taken by a folder: the write fails
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="kg.axes_file"):
+        axes_file.write(tmp_path, rotation)
+    assert "were not kept" in caplog.text
+
+
+class ShapedEmbed:
+    """Deterministic clustered vectors per text (the same text, the same vector)."""
+
+    def __init__(self) -> None:
+        rng = np.random.default_rng(17)
+        self._centres = normalize_rows(rng.standard_normal((24, ROW_DIM)).astype(np.float32))
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        out = []
+        for text in texts:
+            rng = np.random.default_rng(zlib.crc32(text.encode()))
+            noise = rng.standard_normal(ROW_DIM).astype(np.float32) / np.sqrt(ROW_DIM)
+            out.append(self._centres[len(text) % len(self._centres)] + 0.5 * noise)
+        return normalize_rows(np.asarray(out))
+
+
+def test_a_restart_links_by_the_cells_the_graph_kept(tmp_path: Path, few_cells: int) -> None:
+    """The first run fits the rotation and cells and keeps them; a start after a clean
+    stop and one after a crash code by them, and link what the first run linked."""
+    embed = ShapedEmbed()
+    folder = tmp_path / "kg"
+    graph = KnowledgeGraph(folder, embed)
+    triples = [(f"thing {i} of kind {i % 7}", "relates to", f"part {i}") for i in range(700)]
+    graph.replace_documents({"doc": supplied("doc", *triples)}, {"doc": "v1"})
+    kept = axes_file.read(folder)
+    assert kept is not None and kept.cells is not None
+    assert graph.snapshot.node_vectors.matrix.rotation is not None
+    queries = list(embed([f"thing {i} of kind {i % 7}" for i in range(0, 700, 35)]))
+
+    def links(g: KnowledgeGraph) -> list[list[str]]:
+        snap = g.snapshot
+        found = []
+        for query in queries:
+            items, sims = snap.node_vectors.candidates(query, 0.5, 5)
+            found.append(sorted(snap.node_keys[int(i)] for i in items[sims >= 0.5]))
+        return found
+
+    first = links(graph)
+    assert sum(map(len, first)) >= len(queries)
+    graph.close()
+    for crash in (False, True):
+        if crash:
+            snapshot_file.discard(folder)
+        again = KnowledgeGraph(folder, embed)
+        rotation = again.snapshot.node_vectors.matrix.rotation
+        assert rotation is not None and rotation.cells is not None
+        np.testing.assert_array_equal(rotation.basis, kept.basis)
+        np.testing.assert_array_equal(rotation.cells.centres, kept.cells.centres)
+        assert links(again) == first
+        again.close()
