@@ -75,3 +75,17 @@ def write(folder: Path, rotation: Rotation) -> None:
         atomic_write(folder / FILE, lambda out: out.write(buffer.getvalue()))
     except OSError as exc:
         log.warning("knowledge graph: the entity codes' axes were not kept: %s", exc)
+
+
+def keep(folder: Path, rotation: Rotation | None, kept: Rotation | None) -> Rotation | None:
+    """Write ``rotation`` (the table's now) where it is not ``kept`` (the folder's): fit by
+    this start, or its cells fit again; returns what the folder keeps now."""
+    if rotation is None or rotation is kept:
+        return kept
+    cells = rotation.cells
+    log.info(
+        "knowledge graph: entity codes turned by new axes%s",
+        f", {cells.count} cells fit to {cells.fitted_rows} entities" if cells else "",
+    )
+    write(folder, rotation)
+    return rotation

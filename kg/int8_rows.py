@@ -6,7 +6,9 @@ took 161 ms, and kept all of those pages in the process's RSS. The codes are a q
 that, and numkong's int8 dot product (SIMD, integers summed exactly) reads them 3-4x faster
 (45-56 ms for 2 million rows here). The codes only pick candidates: every row whose exact
 score could be among the best is scored again from its float32 row
-(``VectorRows.candidates``), so the entities chosen are the exact scan's.
+(``VectorRows.candidates``), so the entities chosen are the exact scan's (of the rows a
+question reads: all of them, or, in a large table, those of the cells nearest it:
+``kg.cells``).
 
 The bound. A row x is coded by its own scale, c = rint(x / u) with u = max|x| / 127, and
 leaves a residual e = x - c u; the question q likewise (c_q, u_q, e_q). Then

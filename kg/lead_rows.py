@@ -18,9 +18,10 @@ the leading codes of every row and bounds the rest by Cauchy-Schwarz,
 
 and reads the rest's codes only of the rows whose bound reaches the floor. A row is
 dropped only when its exact score is surely below the floor, so the candidates, and the
-entities chosen, are the full scan's (``tests/kg/test_lead_rows.py``). Measured on vectors
-drawn with the covariance of those real entities, against the real questions: 2.4 % of the
-rows reach the rest; 7.0 → 3.1 ms at 209,456 rows and 72 → 40 ms at 2.1 million.
+entities chosen, are the full scan's of the rows read (``tests/kg/test_lead_rows.py``).
+Measured on vectors drawn with the covariance of those real entities, against the real
+questions: 2.4 % of the rows reach the rest; 7.0 → 3.1 ms at 209,456 rows and 72 → 40 ms
+at 2.1 million.
 
 Vectors without principal axes (random ones) drop few rows: where more than
 ``DENSE_SHARE`` of the rows reach the floor the rest is read whole, in one pass, so such a

@@ -328,12 +328,10 @@ class KnowledgeGraph:
         self._triple_vectors = EmbeddingTable.adopt(triples.keys, triples.matrix)
 
     def _keep_axes(self) -> None:
-        """Write the entity codes' rotation to the folder where it is not the one there
-        (fit by this start, or its cells fit again), so the next start codes by it."""
-        rotation = self._snapshot.node_vectors.matrix.rotation or self._node_vectors.rotation
-        if rotation is not None and rotation is not self._axes and self._autosave:
-            axes_file.write(self._folder, rotation)
-            self._axes = rotation
+        """Keep the entity codes' rotation for the next start (``kg.axes_file.keep``)."""
+        if self._autosave:
+            rotation = self._snapshot.node_vectors.matrix.rotation or self._node_vectors.rotation
+            self._axes = axes_file.keep(self._folder, rotation, self._axes)
 
     def _vectors_to_map(self) -> bool:
         """A start read the vectors into memory (the disk refused their files), and a

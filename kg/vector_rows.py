@@ -99,7 +99,8 @@ class VectorRows:
         own row, in float32). Estimates pick them (``RowMatrix.screen``): an item is
         left out only when it scores below ``floor``, or when ``count`` others surely
         score more, by more than ``SCORE_MARGIN`` (so no rounding of the scores to six
-        decimals can tie them)."""
+        decimals can tie them). Where the rows have cells (``kg.cells``), of the items
+        in the cells nearest ``vector`` alone."""
         if not len(self.rows) or not self.matrix.size:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
         index = self._item_index()

@@ -23,6 +23,7 @@ def test_a_small_graph_is_loaded_prepared_and_changed_in_a_child() -> None:
     # The entity link from the codes and from the float32 scan chose the same entities.
     assert measured.link_p50_ms > 0 and measured.link_scan_p50_ms > 0
     assert measured.link_candidates_max >= 1  # each question is near its own subject
+    assert measured.link_recall == 1.0  # no cells at this size: the choice is exact
     # The selections with rows read from the file and through the mapping chose alike.
     assert measured.select_file_p50_ms > 0 and measured.select_mapped_p50_ms > 0
 

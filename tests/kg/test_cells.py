@@ -215,14 +215,18 @@ class ShapedEmbed:
         return normalize_rows(np.asarray(out))
 
 
-def test_a_restart_links_by_the_cells_the_graph_kept(tmp_path: Path, few_cells: int) -> None:
-    """The first run fits the rotation and cells and keeps them; a start after a clean
-    stop and one after a crash code by them, and link what the first run linked."""
+def test_a_restart_links_by_the_cells_the_graph_kept(
+    tmp_path: Path, few_cells: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The first run fits the rotation and cells and keeps them (logged); a start after
+    a clean stop and one after a crash code by them, and link what the first run linked."""
     embed = ShapedEmbed()
     folder = tmp_path / "kg"
     graph = KnowledgeGraph(folder, embed)
     triples = [(f"thing {i} of kind {i % 7}", "relates to", f"part {i}") for i in range(700)]
-    graph.replace_documents({"doc": supplied("doc", *triples)}, {"doc": "v1"})
+    with caplog.at_level(logging.INFO, logger="kg.axes_file"):
+        graph.replace_documents({"doc": supplied("doc", *triples)}, {"doc": "v1"})
+    assert "16 cells fit to 1400 entities" in caplog.text
     kept = axes_file.read(folder)
     assert kept is not None and kept.cells is not None
     assert graph.snapshot.node_vectors.matrix.rotation is not None
@@ -242,7 +246,10 @@ def test_a_restart_links_by_the_cells_the_graph_kept(tmp_path: Path, few_cells: 
     for crash in (False, True):
         if crash:
             snapshot_file.discard(folder)
-        again = KnowledgeGraph(folder, embed)
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="kg.axes_file"):
+            again = KnowledgeGraph(folder, embed)
+        assert "new axes" not in caplog.text
         rotation = again.snapshot.node_vectors.matrix.rotation
         assert rotation is not None and rotation.cells is not None
         np.testing.assert_array_equal(rotation.basis, kept.basis)
