@@ -105,6 +105,8 @@ def run(
     log: Callable[[str], None] = print,
 ) -> list[EntityCellsRow]:
     """One row per size (``shape`` and ``real`` None: the real corpus's)."""
+    if not sizes:
+        return []
     shape = shape or real_entity_shape()
     real = real_questions() if real is None else real
     embedder = shared_embedder()

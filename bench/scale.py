@@ -7,12 +7,14 @@ Qdrant Edge shard in its own process) at 10k and 100k chunks, with the index's r
 against exact search, its HNSW build, a restart and RSS; knowledge-graph subgraph selection
 at 1k, 10k and 50k triples (``bench/kg_subgraph.py``); and change detection for a
 one-document change against 100, 1k and 10k warm entries, with cold and warm caches
-(``bench/detection_scaling.py``). Embedding 100k real chunks would take hours here, so the
-retrieval collection holds the ingested chunks' real embeddings plus re-normalized noisy
-copies of them (same texts, so passages stay real and scores realistic), grown size by
-size the way the KB's embedded write commits: points written through the index, carrying
-their document's content hash, then the docstore (the commit point) naming each copy's
-document with that hash, and the KB opened again. Retrieval only returns chunks whose hash
+(``bench/detection_scaling.py``); the entity link by embedding at 100k chunks' entities,
+reading the nearest cells against every row (``bench/entity_cells.py``). Embedding 100k
+real chunks would take hours here, so the retrieval collection holds the ingested chunks'
+real embeddings plus re-normalized noisy copies of them (same texts, so passages stay
+real and scores realistic), grown size by size the way the KB's embedded write commits:
+points written through the index, carrying their document's content hash, then the
+docstore (the commit point) naming each copy's document with that hash, and the KB
+opened again. Retrieval only returns chunks whose hash
 is their document's committed one, so points written any other way would be hidden from
 it. 1M chunks are measured on the bare stores by the "index" section
 (``bench/embedded_index.py``). Last, alone, with a vLLM of its own: the service's
@@ -39,7 +41,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
-from bench import detection_scaling, kg_multihop, kg_subgraph, scale_startup
+from bench import detection_scaling, entity_cells, kg_multihop, kg_subgraph, scale_startup
 from bench.ingest_rate import measure_kb_ingest
 from bench.measure import percentile
 from bench.paths import bench_dir
@@ -77,6 +79,7 @@ class Plan:
     entry_sizes: list[int]
     detection_rounds: int
     multihop_worlds: int
+    entity_sizes: list[int]
     startup_sizes: list[int]
 
 
@@ -91,6 +94,7 @@ def plan(quick: bool) -> Plan:
             entry_sizes=[100, 1_000],
             detection_rounds=5,
             multihop_worlds=20,
+            entity_sizes=[20_000],
             startup_sizes=[10_000],
         )
     return Plan(
@@ -102,6 +106,7 @@ def plan(quick: bool) -> Plan:
         entry_sizes=[100, 1_000, 10_000],
         detection_rounds=9,
         multihop_worlds=60,
+        entity_sizes=[209_456],  # 100,000 chunks' entities
         startup_sizes=[100_000],
     )
 
@@ -148,6 +153,7 @@ def run_scale(quick: bool, work: Path, log: Callable[[str], None] = print) -> Sc
             cold, warm = measure_detection(n, p.detection_rounds, rng)
             detection.append(DetectionRow(entries=n, cold_p50_ms=cold, warm_p50_ms=warm))
             step(f"detection: {n} entries, cold {cold:.1f} ms, warm {warm:.2f} ms")
+        entity_link = entity_cells.run(p.entity_sizes, p.questions, log=step)
         startup = []
         if p.startup_sizes:  # last and alone: it starts a vLLM for the services it starts
             startup = scale_startup.run(
@@ -166,6 +172,7 @@ def run_scale(quick: bool, work: Path, log: Callable[[str], None] = print) -> Sc
         graph_quality=graph_quality,
         detection=detection,
         startup=startup,
+        entity_link=entity_link,
     )
 
 

@@ -116,6 +116,30 @@ class StartUpRow(Record):
     stop_s: float = 0.0
 
 
+class EntityCellsRow(Record):
+    """The entity link by embedding with cells (``kg.cells``) against reading every row
+    (both turned, ``kg.lead_rows``), at one graph size (``bench.entity_cells``)."""
+
+    entities: int
+    questions: int
+    #: Entities the full scan links per question (at least 0.5, the best five).
+    linked_per_question: float
+    #: Of those, the share the cells' scan links too.
+    recall: float
+    #: Questions whose linked entities are the full scan's, all of them.
+    same_choice: float
+    #: Share of the rows a question's cells hold.
+    read_share: float
+    every_row_ms_p50: float
+    cells_ms_p50: float
+    every_row_ms_mean: float
+    cells_ms_mean: float
+    #: Coding every row at a load: turned alone, and turned and filed under cells (with
+    #: the cells' fit).
+    coding_s: float
+    coding_cells_s: float
+
+
 class ScaleResult(Record):
     ingest: ScaleIngest
     retrieval: list[RetrievalRow]
@@ -123,6 +147,7 @@ class ScaleResult(Record):
     graph_quality: list[GraphQualityRow] = Field(default_factory=list)
     detection: list[DetectionRow]
     startup: list[StartUpRow] = Field(default_factory=list)
+    entity_link: list[EntityCellsRow] = Field(default_factory=list)
 
 
 class IndexRow(Record):
@@ -153,27 +178,3 @@ class EmbeddedIndexResult(Record):
     queries: int
     top_k: int
     rows: list[IndexRow]
-
-
-class EntityCellsRow(Record):
-    """The entity link by embedding with cells (``kg.cells``) against reading every row
-    (both turned, ``kg.lead_rows``), at one graph size (``bench.entity_cells``)."""
-
-    entities: int
-    questions: int
-    #: Entities the full scan links per question (at least 0.5, the best five).
-    linked_per_question: float
-    #: Of those, the share the cells' scan links too.
-    recall: float
-    #: Questions whose linked entities are the full scan's, all of them.
-    same_choice: float
-    #: Share of the rows a question's cells hold.
-    read_share: float
-    every_row_ms_p50: float
-    cells_ms_p50: float
-    every_row_ms_mean: float
-    cells_ms_mean: float
-    #: Coding every row at a load: turned alone, and turned and filed under cells (with
-    #: the cells' fit).
-    coding_s: float
-    coding_cells_s: float

@@ -268,6 +268,19 @@ def _scale_markdown(scale: ScaleResult | None) -> list[str]:
         ["warm entries", "detection p50 ms (cold caches)", "warm caches"],
         [[r.entries, f"{r.cold_p50_ms:.2f}", f"{r.warm_p50_ms:.2f}"] for r in scale.detection],
     )
+    if scale.entity_link:  # runs from before it was measured have none
+        lines += _captioned(
+            "Entity link by embedding (`bench/entity_cells.py`): vectors drawn like the real "
+            "corpus's entities, the scale questions; the nearest cells' rows against every "
+            "row's, both from turned int8 codes; recall: of the entities the full scan "
+            "links, the share the cells' scan links.",
+            ["entities", "linked per question", "recall", "same choice", "rows read",
+             "p50 ms every row", "p50 ms cells", "coding s every row", "coding s cells"],
+            [[r.entities, f"{r.linked_per_question:.2f}", f"{r.recall:.3f}",
+              f"{r.same_choice:.1%}", f"{r.read_share:.1%}", f"{r.every_row_ms_p50:.2f}",
+              f"{r.cells_ms_p50:.2f}", f"{r.coding_s:.1f}", f"{r.coding_cells_s:.1f}"]
+             for r in scale.entity_link],
+        )  # fmt: skip
     if scale.startup:  # runs from before it was measured have none
         lines += _captioned(
             "Start-up: `python -m api serve` on a data folder of that size (a graph of the "

@@ -312,3 +312,20 @@ def test_the_start_up_table_says_what_the_starts_embedded_with(tmp_path: Path) -
     markdown = (tmp_path / "report.md").read_text()
     assert "reads it back. Embedded with m, 384 dims, onnxruntime int8." in markdown
     assert "| 10 | 30 | first | 7.0 | 7.2 |" in markdown
+
+
+def test_the_entity_link_table_gives_the_cells_recall_beside_every_rows_time(
+    tmp_path: Path,
+) -> None:
+    data = results()
+    data["scale"]["entity_link"] = [
+        {
+            "entities": 209456, "questions": 300, "linked_per_question": 0.93,
+            "recall": 0.9786, "same_choice": 0.99, "read_share": 0.1327,
+            "every_row_ms_p50": 4.02, "cells_ms_p50": 1.55, "every_row_ms_mean": 4.3,
+            "cells_ms_mean": 1.9, "coding_s": 1.3, "coding_cells_s": 2.4,
+        }
+    ]  # fmt: skip
+    write_report(parsed(data), tmp_path)
+    markdown = (tmp_path / "report.md").read_text()
+    assert "| 209456 | 0.93 | 0.979 | 99.0% | 13.3% | 4.02 | 1.55 | 1.3 | 2.4 |" in markdown

@@ -29,6 +29,7 @@ TINY = Plan(
     entry_sizes=[100],
     detection_rounds=3,
     multihop_worlds=5,
+    entity_sizes=[],  # drawn like the real entities: the corpus's extraction, 15 s
     startup_sizes=[],  # needs a vLLM: tests/bench/test_scale_startup.py uses the session's
 )
 
