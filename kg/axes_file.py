@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from durable import TEMP_SUFFIX, atomic_write
+from durable import atomic_write, remove_stale_temps
 from kg.cells import Cells
 from kg.lead_rows import Rotation
 
@@ -33,8 +33,7 @@ ORTHONORMAL = 1e-5
 
 def read(folder: Path) -> Rotation | None:
     """The rotation saved in ``folder`` (None: none, or unreadable: logged)."""
-    for leftover in folder.glob(f".{FILE}.*{TEMP_SUFFIX}"):  # a write a crash cut short
-        leftover.unlink(missing_ok=True)
+    remove_stale_temps(folder, FILE)  # a write a crash cut short
     path = folder / FILE
     if not path.exists():
         return None

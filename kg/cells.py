@@ -2,7 +2,7 @@
 that a question's link by embedding reads the rows of the cells nearest it, not all.
 
 Turned codes (``kg.lead_rows``) still read the leading codes of every row: at 209,456
-entities (100,000 chunks) 3 ms a question, at 2.1 million 30 ms, about 15 ns a row
+entities (100,000 chunks) 3.8 ms a question, at 2.1 million 37 ms, about 15 ns a row
 whatever the codes' width, so only reading fewer rows takes more off. An inverted file
 does: the rows' leading turned values are clustered (k-means, ``COUNT`` centres, fit once
 to a sample), each row filed under its nearest centre, and a question reads the rows of
@@ -10,8 +10,9 @@ the ``PROBE`` cells whose centres score highest with it, each cell's codes one s
 (``CellOrder``). Within those rows the screen is exact, as before; a row in another cell
 is not seen. Measured on entity vectors drawn like the real corpus's against its
 questions (``bench.entity_vectors``; a Gaussian, less clustered than real entities, so
-the harder case): 13.6 % of the rows read, and 98.6 % of the entities the full scan
-links found at 209,456 rows, 99.7 % at 2.1 million (``bench.entity_cells``).
+the harder case): 13.3 % of the rows read, and 97.9 % of the entities the full scan
+links found at 209,456 rows (1.2 ms a question), 99.4 % at 2.1 million (7.6 ms;
+``bench.entity_cells``).
 
 A table gets cells once it is coded from ``MIN_ROWS`` rows or more. Which cells a
 question reads depends on the question and the centres alone, and a row's cell on its
@@ -31,10 +32,11 @@ import numpy as np
 from kg.int8_rows import Int8Rows
 
 MIN_ROWS = 100_000
-"""Rows a table is coded from before it is given cells (a full scan: 1.5 ms here)."""
+"""Rows a table is coded from before it is given cells (their full scan: about 1.8 ms)."""
 
 COUNT = 512
-"""Centres: filing a row costs ``COUNT`` x 128 products (3 s at 2.1 million rows)."""
+"""Centres: filing a row costs ``COUNT`` x 128 products (a start coding 2.1 million rows
+takes 5.8 s more with cells, the fit and the cell order included)."""
 
 PROBE = 64
 """Cells a question reads: an eighth of them."""
