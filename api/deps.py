@@ -2,6 +2,9 @@
 
 Routes take the narrow dependency they use (``KnowledgeDep``, ``EngineDep``, ...), not the
 whole ``Runtime``; only ``/ready``, which reports on the runtime itself, takes that.
+
+All are ``async``, though none awaits: FastAPI runs a plain ``def`` dependency in a worker
+thread, a round trip each (``tests/api/test_deps.py`` has the measurement and keeps it so).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from warmup.scheduler import WarmupScheduler
 from warmup.service import WarmupService
 
 
-def get_runtime(request: Request) -> Runtime:
+async def get_runtime(request: Request) -> Runtime:
     runtime: Runtime = request.app.state.runtime
     return runtime
 
@@ -36,44 +39,44 @@ def get_runtime(request: Request) -> Runtime:
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 
 
-def get_settings(runtime: RuntimeDep) -> Settings:
+async def get_settings(runtime: RuntimeDep) -> Settings:
     return runtime.settings
 
 
-def get_engine(runtime: RuntimeDep) -> ChatEngine:
+async def get_engine(runtime: RuntimeDep) -> ChatEngine:
     return runtime.engine
 
 
-def get_kb(runtime: RuntimeDep) -> KnowledgeBase:
+async def get_kb(runtime: RuntimeDep) -> KnowledgeBase:
     return runtime.kb
 
 
-def get_knowledge(runtime: RuntimeDep) -> KnowledgeService:
+async def get_knowledge(runtime: RuntimeDep) -> KnowledgeService:
     return runtime.knowledge
 
 
-def get_graph(runtime: RuntimeDep) -> KnowledgeGraph:
+async def get_graph(runtime: RuntimeDep) -> KnowledgeGraph:
     return runtime.graph
 
 
-def get_retriever(runtime: RuntimeDep) -> Retriever:
+async def get_retriever(runtime: RuntimeDep) -> Retriever:
     return runtime.retriever
 
 
-def get_metrics(runtime: RuntimeDep) -> ServiceMetrics:
+async def get_metrics(runtime: RuntimeDep) -> ServiceMetrics:
     return runtime.metrics
 
 
-def get_bad_cases(runtime: RuntimeDep) -> BadCaseLog:
+async def get_bad_cases(runtime: RuntimeDep) -> BadCaseLog:
     return runtime.bad_cases
 
 
-def get_scheduler(runtime: RuntimeDep) -> WarmupScheduler | None:
+async def get_scheduler(runtime: RuntimeDep) -> WarmupScheduler | None:
     """None until start-up has started the scheduler."""
     return runtime.scheduler
 
 
-def get_warmup(runtime: RuntimeDep) -> WarmupService:
+async def get_warmup(runtime: RuntimeDep) -> WarmupService:
     """The warmup service once it runs: 409 while warmup is off, 503 before it started."""
     if runtime.warmup is None:
         raise HTTPException(status.HTTP_409_CONFLICT, "warmup is disabled (WARMRAG_WARMUP_ENABLED)")
@@ -122,7 +125,7 @@ def _matches(presented: str, expected: str) -> bool:
     return secrets.compare_digest(presented.encode(), expected.encode())
 
 
-def require_admin(
+async def require_admin(
     settings: SettingsDep, credentials: Annotated[Credentials, Depends(_admin_bearer)]
 ) -> None:
     """Admin routes are closed unless WARMRAG_ADMIN_TOKEN is set (not blank) and presented."""
@@ -141,7 +144,7 @@ def require_admin(
 AdminDep = Depends(require_admin)
 
 
-def require_api_key(
+async def require_api_key(
     settings: SettingsDep, credentials: Annotated[Credentials, Depends(_api_key_bearer)]
 ) -> None:
     """``/v1/*`` needs one of WARMRAG_API_KEYS (401 otherwise). The app adds this to the
@@ -158,7 +161,7 @@ def require_api_key(
         raise _unauthorized("wrong API key")
 
 
-def client_identity(request: Request, settings: SettingsDep) -> str:
+async def client_identity(request: Request, settings: SettingsDep) -> str:
     """Who a chat is from, for per-client limits: its API key (hashed; ``require_api_key``
     has checked it) when keys are configured, else the peer's address."""
     if settings.api_keys:
@@ -170,7 +173,7 @@ def client_identity(request: Request, settings: SettingsDep) -> str:
 ClientDep = Annotated[str, Depends(client_identity)]
 
 
-def get_chat_limiter(request: Request) -> ChatLimiter:
+async def get_chat_limiter(request: Request) -> ChatLimiter:
     limiter: ChatLimiter = request.app.state.chat_limiter
     return limiter
 
