@@ -5,7 +5,9 @@
    (b) nodes on edges that came from the retrieved passages' chunks (a triple supplied for a
    whole document counts for any passage of that document); (c) the few nodes whose name
    embedding is closest to the question embedding, above a threshold (found through the
-   vectors' int8 codes, then scored exactly: ``VectorRows.candidates``).
+   vectors' int8 codes, then scored exactly: ``VectorRows.candidates``). (a) and (c) need
+   only the question (``link_question``): the retriever makes them while the index
+   searches for its passages.
 2. Gather candidate edges: the passages' edges, then edges touching linked nodes (hop 1), then
    edges touching their neighbours (hop 2), in that order, stopping at a fixed cap so that a
    hub cannot make one query slow. Edge order inside a node is the snapshot's canonical order,
@@ -66,6 +68,18 @@ class LinkedNodes:
     def seeds(self) -> list[int]:
         """All linked nodes, most specific route first, each once."""
         return list(dict.fromkeys([*self.lexical, *self.similar, *self.passage]))
+
+
+@dataclass(frozen=True)
+class QuestionLinks:
+    """A question's links to the graph that need no passages (steps 1(a) and 1(c)), read
+    from one snapshot: the retriever makes them while the question's passages are
+    searched, and the rest of the selection reads the same snapshot."""
+
+    snap: GraphSnapshot
+    query: np.ndarray
+    lexical: list[int]
+    similar: list[int]
 
 
 def most_similar(vectors: VectorRows, query: np.ndarray, threshold: float, count: int) -> list[int]:
@@ -150,16 +164,23 @@ class SubgraphSelector:
         passages: Sequence[PassageLike] = (),
         max_triples: int = 3,
         snap: GraphSnapshot | None = None,
+        links: QuestionLinks | None = None,
     ) -> tuple[list[ScoredTriple], frozenset[str]]:
         """``select``'s triples, and the keys of the entities they join. A new triple can
         change the choice only by being chosen: by its score (at most its cosine plus
         ``max_gain``), or, path-aware, by continuing from one of these entities. ``snap``:
-        the graph's current snapshot unless given."""
-        snap = snap if snap is not None else self._graph.snapshot
-        if max_triples <= 0 or snap.edge_count == 0:
+        the graph's current snapshot unless given; ``links``: the question's own links
+        (``link_question``: made while its passages were searched), read from their
+        snapshot."""
+        if max_triples <= 0:
             return [], frozenset()
-        query = normalize_rows(question_embedding)[0]
-        linked = self.link(question, query, passages, snap)
+        if links is None:
+            links = self.link_question(question, question_embedding, snap)
+        snap = links.snap
+        if snap.edge_count == 0:
+            return [], frozenset()
+        query = links.query
+        linked = self._with_passages(links, passages)
         candidates = self.candidate_edges(snap, linked)
         if candidates.size == 0:
             return [], frozenset()
@@ -186,6 +207,24 @@ class SubgraphSelector:
         ends = (n for _, edge in ranked for n in (snap.edge_subject[edge], snap.edge_object[edge]))
         return triples, frozenset(snap.node_keys[int(n)] for n in ends)
 
+    def link_question(
+        self, question: str, question_embedding: np.ndarray, snap: GraphSnapshot | None = None
+    ) -> QuestionLinks:
+        """Steps 1(a) and 1(c): the question's links by its words and its embedding, which
+        need no passages (an empty graph links none, and scans nothing)."""
+        snap = snap if snap is not None else self._graph.snapshot
+        query = normalize_rows(question_embedding)[0]
+        if snap.edge_count == 0:
+            return QuestionLinks(snap, query, [], [])
+        lexical: list[int] = []
+        for key in self.normalizer.candidate_keys(question, self.max_ngram_words):
+            node = snap.node_position(key)
+            if node is not None:
+                lexical.append(node)
+        return QuestionLinks(
+            snap, query, list(dict.fromkeys(lexical)), self._similar_nodes(snap, query)
+        )
+
     def link(
         self,
         question: str,
@@ -194,19 +233,19 @@ class SubgraphSelector:
         snap: GraphSnapshot | None = None,
     ) -> LinkedNodes:
         """Link the question to graph nodes by words, passages and embedding similarity."""
-        snap = snap if snap is not None else self._graph.snapshot
-        lexical: list[int] = []
-        for key in self.normalizer.candidate_keys(question, self.max_ngram_words):
-            node = snap.node_position(key)
-            if node is not None:
-                lexical.append(node)
+        return self._with_passages(self.link_question(question, query, snap), passages)
+
+    @staticmethod
+    def _with_passages(links: QuestionLinks, passages: Sequence[PassageLike]) -> LinkedNodes:
+        """Step 1(b) added to the question's own links."""
+        snap = links.snap
         passage_edges = _passage_edges(snap, passages)
         passage_nodes = np.stack(
             [snap.edge_subject[passage_edges], snap.edge_object[passage_edges]], axis=1
         ).ravel()
         return LinkedNodes(
-            lexical=list(dict.fromkeys(lexical)),
-            similar=self._similar_nodes(snap, query),
+            lexical=links.lexical,
+            similar=links.similar,
             passage=list(dict.fromkeys(passage_nodes.tolist())),
             passage_edges=passage_edges,
         )

@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
+from kg.subgraph import QuestionLinks
 from rag.chat.identifiers import IdentifierMatcher, promote
 from rag.chat.query import retrieval_text
 from rag.chat.windows import PassageWindows
 from rag.knowledge.base import KnowledgeBase
 from rag.knowledge.models import Passage
+
+#: Threads that search for passages while retrievals link their questions to the graph.
+SEARCH_THREADS = 4
 
 
 class Fact(Protocol):
@@ -33,12 +38,18 @@ class FactSource(Protocol):
     """Picks the triples to inject for a question (``kg.SubgraphSelector``), with the
     keys of the entities they join (``Retrieval.fact_reach``)."""
 
+    def link_question(self, question: str, question_embedding: np.ndarray) -> QuestionLinks:
+        """The question's links that need no passages: made while they are searched."""
+        ...
+
     def select_with_reach(
         self,
         question: str,
         question_embedding: np.ndarray,
         passages: Sequence[Passage] = (),
         max_triples: int = 3,
+        *,
+        links: QuestionLinks | None = None,
     ) -> tuple[Sequence[Fact], frozenset[str]]: ...
 
 
@@ -86,6 +97,8 @@ class Retriever:
         self.max_triples = max_triples
         self.windows = windows
         self.identifier_candidates = identifier_candidates
+        # Started on first use; the searches themselves queue at the index.
+        self._searches = ThreadPoolExecutor(SEARCH_THREADS, thread_name_prefix="passage-search")
 
     def embed_questions(self, questions: Sequence[str]) -> np.ndarray:
         """(n, dim) query vectors, as ``retrieve`` embeds a question (blocking)."""
@@ -102,11 +115,22 @@ class Retriever:
         text = retrieval_text(question)
         if embedding is None:
             embedding = self.kb.embedder.embed_query(text)
-        passages, bar = self._passages(text, embedding, top_k)
         facts: Sequence[Fact] = ()
         reach: frozenset[str] = frozenset()
-        if self.facts is not None:
-            facts, reach = self.facts.select_with_reach(text, embedding, passages, self.max_triples)
+        if self.facts is None or self.max_triples <= 0:
+            passages, bar = self._passages(text, embedding, top_k)
+        else:
+            # The index searches (in its own process, or on a server) while this thread
+            # links the question to the graph by its words and its embedding.
+            search = self._searches.submit(self._passages, text, embedding, top_k)
+            try:
+                links = self.facts.link_question(text, embedding)
+            finally:
+                wait([search])
+            passages, bar = search.result()
+            facts, reach = self.facts.select_with_reach(
+                text, embedding, passages, self.max_triples, links=links
+            )
         if self.windows is not None:
             passages = self.windows.widen(passages)
         elapsed = (time.perf_counter() - started) * 1000

@@ -170,3 +170,42 @@ def test_empty_graph_selects_nothing(tmp_path: Path, counting_embed: CountingEmb
 
 def test_corpus_is_what_the_tests_think(corpus_graph: KnowledgeGraph) -> None:
     assert corpus_graph.document_ids() == sorted(CORPUS)
+
+
+def test_links_made_before_the_passages_select_what_one_call_selects(
+    selector: SubgraphSelector, embed_fn: EmbedFn
+) -> None:
+    """The retriever links a question while its passages are searched, then selects with
+    those links: the same triples and reach as a selection that links by itself."""
+    question = "Where was Curie born?"
+    vector = embed_fn([question])[0]
+    passages = [("curie", "curie#1")]
+    links = selector.link_question(question, vector)
+    assert links.similar and links.snap is selector.graph.snapshot
+    whole = selector.select_with_reach(question, vector, passages)
+    assert whole[0]
+    assert selector.select_with_reach(question, vector, passages, links=links) == whole
+
+
+def test_a_selection_reads_the_snapshot_its_links_were_made_from(
+    tmp_path: Path, embed_fn: EmbedFn
+) -> None:
+    """A change between the link and the rest of the selection does not mix two
+    snapshots: the selection is the one of the graph the question was linked on."""
+    graph = KnowledgeGraph(tmp_path / "kg", embed_fn)
+    graph.replace_documents({"a": supplied("a", ("Marie Curie", "born in", "Warsaw"))})
+    selector = SubgraphSelector(graph, min_score=-1.0)
+    question = "Where was Marie Curie born?"
+    vector = embed_fn([question])[0]
+    links = selector.link_question(question, vector)
+    graph.replace_documents({"a": supplied("a", ("Marie Curie", "died in", "Passy"))})
+    before, _ = selector.select_with_reach(question, vector, links=links)
+    after, _ = selector.select_with_reach(question, vector)
+    assert [t.object for t in before] == ["Warsaw"]
+    assert [t.object for t in after] == ["Passy"]
+
+
+def test_an_empty_graph_links_nothing(tmp_path: Path, counting_embed: CountingEmbed) -> None:
+    graph = KnowledgeGraph(tmp_path / "kg", counting_embed)
+    links = SubgraphSelector(graph).link_question("Where?", np.ones(384, dtype=np.float32))
+    assert (links.lexical, links.similar) == ([], [])

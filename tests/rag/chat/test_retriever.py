@@ -1,19 +1,26 @@
-"""Retriever on real Qdrant local mode and the real embedding model."""
+"""Retriever on real Qdrant local mode and the real embedding model (the fact sources and
+the faults below are injected, and say so)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import pytest
 from qdrant_client import QdrantClient
 
+from kg.models import ScoredTriple
+from kg.subgraph import QuestionLinks
 from rag.chat.query import normalize_query, retrieval_text
 from rag.chat.retriever import Retriever
 from rag.knowledge.base import KnowledgeBase
+from rag.knowledge.edge import VectorIndexError
 from rag.knowledge.embedding import Embedder
-from rag.knowledge.models import DocumentIn
+from rag.knowledge.models import DocumentIn, Passage
 
 DOCS = [
     DocumentIn(id="curie", text="Marie Curie discovered polonium and radium in Paris."),
@@ -80,3 +87,102 @@ def test_stored_question_vectors_match_what_a_chat_retrieves_with(retriever: Ret
     vectors = retriever.embed_questions(questions)
     for question, vector in zip(questions, vectors, strict=True):
         np.testing.assert_allclose(vector, retriever.retrieve(question).embedding, atol=1e-5)
+
+
+class _MeetingFacts:
+    """A fact source whose link waits until the knowledge base's search has started
+    (and the search, below, until the link has): a retriever that searched and linked
+    one after the other would time out here."""
+
+    def __init__(self) -> None:
+        self.linking = threading.Event()
+        self.searching = threading.Event()
+        self.link_error: Exception | None = None
+        self.linked_while_searching = False
+
+    def link_question(self, question: str, question_embedding: np.ndarray) -> QuestionLinks:
+        self.linking.set()
+        self.linked_while_searching = self.searching.wait(MEETING_TIMEOUT_S)
+        if self.link_error is not None:
+            raise self.link_error
+        return cast(QuestionLinks, ("links", question))
+
+    def select_with_reach(
+        self,
+        question: str,
+        question_embedding: np.ndarray,
+        passages: Sequence[Passage] = (),
+        max_triples: int = 3,
+        *,
+        links: QuestionLinks | None = None,
+    ) -> tuple[list[ScoredTriple], frozenset[str]]:
+        assert links == ("links", question)  # the links made during the search
+        doc = passages[0].doc_id
+        fact = ScoredTriple(subject=doc, predicate="is", object="found", score=1, doc_id=doc)
+        return [fact], frozenset()
+
+
+MEETING_TIMEOUT_S = 30.0
+
+
+@pytest.fixture
+def meeting(retriever: Retriever, monkeypatch: pytest.MonkeyPatch) -> _MeetingFacts:
+    facts = _MeetingFacts()
+    search = retriever.kb.retrieve
+
+    def meet(embedding: np.ndarray, top_k: int = 3) -> list[Passage]:
+        facts.searching.set()
+        assert facts.linking.wait(MEETING_TIMEOUT_S), "the search ran before the link"
+        return search(embedding, top_k)
+
+    monkeypatch.setattr(retriever.kb, "retrieve", meet)
+    retriever.facts = facts
+    return facts
+
+
+def test_passages_are_searched_while_the_question_is_linked(
+    retriever: Retriever, meeting: _MeetingFacts
+) -> None:
+    found = retriever.retrieve("What did Marie Curie discover?")
+    assert meeting.linked_while_searching
+    assert found.passages[0].doc_id == "curie"
+    assert found.triples == [("curie", "is", "found")]
+
+
+def test_a_failed_search_fails_the_retrieval(
+    retriever: Retriever, meeting: _MeetingFacts, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Injected: the knowledge base's search raises, as the index's does when its
+    process died (``VectorIndexError``); the retrieval raises it, after the link."""
+    met = retriever.kb.retrieve
+
+    def fail(embedding: np.ndarray, top_k: int = 3) -> list[Passage]:
+        met(embedding, top_k)
+        raise VectorIndexError("the vector index's process stopped")
+
+    monkeypatch.setattr(retriever.kb, "retrieve", fail)
+    with pytest.raises(VectorIndexError, match="process stopped"):
+        retriever.retrieve("What did Marie Curie discover?")
+    assert meeting.linked_while_searching
+
+
+def test_a_failed_link_fails_the_retrieval_once_the_search_has_ended(
+    retriever: Retriever, meeting: _MeetingFacts, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Injected: the graph's link raises; the retrieval raises it, and not before the
+    search it started has ended (no search is left running behind a failed retrieval)."""
+    ended = threading.Event()
+    met = retriever.kb.retrieve
+
+    def search(embedding: np.ndarray, top_k: int = 3) -> list[Passage]:
+        try:
+            return met(embedding, top_k)
+        finally:
+            time.sleep(0.2)  # a slow end: a retrieval that did not wait would finish first
+            ended.set()
+
+    monkeypatch.setattr(retriever.kb, "retrieve", search)
+    meeting.link_error = RuntimeError("the graph's snapshot is unreadable")
+    with pytest.raises(RuntimeError, match="unreadable"):
+        retriever.retrieve("What did Marie Curie discover?")
+    assert ended.is_set()
