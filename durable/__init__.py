@@ -53,3 +53,20 @@ def _fsync_dir(folder: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def forget_cached_pages(path: Path) -> None:
+    """Ask the kernel to drop ``path``'s clean pages from the page cache (``fadvise``
+    ``DONTNEED``; pages not yet written are written, not lost): for a large file read
+    once, whose pages would otherwise push out those of files read again and again. A
+    hint only: nothing where the platform has no ``posix_fadvise`` or the file is gone."""
+    if not hasattr(os, "posix_fadvise"):
+        return
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)

@@ -4,6 +4,7 @@ what changes need besides is done after it, in a thread (``KnowledgeGraph.load``
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -12,8 +13,10 @@ import numpy as np
 import pytest
 
 import kg.store
+from durable import forget_cached_pages
 from kg import EmbedFn, KnowledgeGraph, TripleExtractor
 from kg.embeddings import EmbeddingTable
+from kg.graph_file import GRAPH_DB_FILE
 from kg.index import GraphSnapshot
 from kg.vector_rows import VectorRows
 from tests.kg.kg_testdata import CountingEmbed, corpus_triples, snapshot_content, supplied
@@ -191,3 +194,34 @@ def test_a_start_logs_once_that_the_graph_is_ready_for_changes(
         again.remove_documents(["paris"])
         again.remove_documents(["curie"])
     assert sum("ready for changes" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_a_start_from_the_rows_drops_the_scanned_file_from_the_page_cache(
+    saved: KnowledgeGraph, embed_fn: EmbedFn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A start after a crash scans every vector of the graph's file, once: its pages are
+    then dropped (``POSIX_FADV_DONTNEED``) after each kind's scan, so they do not push
+    the snapshot's vector files, which questions read, out of the page cache."""
+    if not hasattr(os, "posix_fadvise"):
+        pytest.skip("no posix_fadvise here")
+    advise = os.posix_fadvise
+    dropped: list[str] = []
+
+    def recording(fd: int, offset: int, length: int, advice: int) -> None:
+        if advice == os.POSIX_FADV_DONTNEED:
+            dropped.append(Path(os.readlink(f"/proc/self/fd/{fd}")).name)
+        advise(fd, offset, length, advice)
+
+    monkeypatch.setattr(os, "posix_fadvise", recording)
+    again = KnowledgeGraph(saved.folder, embed_fn)
+    assert dropped == [GRAPH_DB_FILE, GRAPH_DB_FILE]  # the nodes' scan, the triples'
+    assert_same_snapshot(again.snapshot, saved.snapshot)
+
+
+def test_forgetting_a_file_s_cached_pages_keeps_its_content(tmp_path: Path) -> None:
+    path = tmp_path / "rows.bin"
+    data = os.urandom(1 << 20)
+    path.write_bytes(data)
+    forget_cached_pages(path)
+    assert path.read_bytes() == data
+    forget_cached_pages(tmp_path / "gone.bin")  # a hint: nothing to do, no error
