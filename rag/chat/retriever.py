@@ -97,7 +97,8 @@ class Retriever:
         self.max_triples = max_triples
         self.windows = windows
         self.identifier_candidates = identifier_candidates
-        # Started on first use; the searches themselves queue at the index.
+        # Threads start on first use (never without facts); more than one, so that a
+        # chat's search never waits in this process behind a warmup's.
         self._searches = ThreadPoolExecutor(SEARCH_THREADS, thread_name_prefix="passage-search")
 
     def embed_questions(self, questions: Sequence[str]) -> np.ndarray:
@@ -107,7 +108,8 @@ class Retriever:
     def retrieve(
         self, question: str, top_k: int = 3, embedding: np.ndarray | None = None
     ) -> Retrieval:
-        """Blocking (embedding and Qdrant local mode compute in this thread).
+        """Blocking: the question is embedded and linked to the graph in this thread,
+        its passages searched in another meanwhile (or here, without facts).
 
         Pass a stored ``embedding`` to skip re-embedding the question.
         """
