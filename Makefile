@@ -30,8 +30,8 @@ install: $(STAMP)
 # first start took 100 s longer. Files that are not Python 3 (templates some packages
 # ship) fail to compile, as they do under pip, and are skipped.
 # The last step exports the bundled embedding model to ONNX (rag/knowledge/onnx_export.py):
-# float32 for questions, int8 for documents; once, into the venv, so the service's first
-# start does not.
+# float32 and int8 for questions (rag/knowledge/onnx_blocks.py), int8 for documents; once,
+# into the venv, so the service's first start does not.
 $(STAMP): requirements.lock requirements-cpu.lock pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip

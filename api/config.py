@@ -19,6 +19,7 @@ from rag.knowledge.models import (
     ChunkingStrategy,
     EmbeddedIndex,
     EmbeddingPrecision,
+    QuestionPrecision,
 )
 from rag.llm.placement import RoutingPolicy
 from warmup.settings import WarmupSettings
@@ -226,9 +227,18 @@ class Settings(BaseSettings):
         "(or VNNI, AMX) and in float32 elsewhere and on a Qdrant server, an existing one in "
         "the precision it was embedded with. int8 (ONNX Runtime, 7-bit weights, so every "
         "x86 CPU computes the same vectors: about 2x float32's whole ingest on a CPU with "
-        "VNNI, the same recall, questions still in float32), bfloat16 (on a CPU with bf16 in "
-        "hardware: avx512_bf16, amx_bf16; about 1.8x) or float32 ask for one: a knowledge "
+        "VNNI, the same recall; questions as question_precision says), bfloat16 (on a CPU "
+        "with bf16 in hardware: avx512_bf16, amx_bf16; about 1.8x) or float32 ask for one: "
+        "a knowledge "
         "base embedded in another refuses to start, saying so.",
+    )
+    question_precision: QuestionPrecision | None = Field(
+        None,
+        description="Unset: a question is embedded in int8 on a CPU with VNNI or AMX "
+        "(ONNX Runtime's MatMulNBits, 8-bit weights and activations in blocks of 32: 70 % "
+        "of float32's time on the real corpus, the same recall@3) and in float32 elsewhere "
+        "and on a Qdrant server. float32 or int8 ask for one. Knowledge bases embedded in "
+        "bfloat16 embed questions in bfloat16 whatever this says.",
     )
     passage_window_tokens: int = Field(
         450,
@@ -394,6 +404,15 @@ class Settings(BaseSettings):
         write it too, and each data folder records only its own precision, so server
         mode stays as it was); else None, this host's (``default_precision``)."""
         return EmbeddingPrecision.FLOAT32 if self.qdrant_is_remote else None
+
+    @property
+    def question_default(self) -> QuestionPrecision | None:
+        """What questions are embedded in: the setting; else float32 on a Qdrant server's
+        collection, whatever this CPU (server mode stays as it was, as with
+        ``embedding_default``); else None, this host's (``default_question_precision``)."""
+        if self.question_precision is None and self.qdrant_is_remote:
+            return QuestionPrecision.FLOAT32
+        return self.question_precision
 
     @cached_property
     def resolved_model_dir(self) -> Path:

