@@ -3,6 +3,7 @@ the move from Qdrant local mode, and what a stopped index process does to caller
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
@@ -72,6 +73,26 @@ def test_chunks_survive_a_restart_and_an_update_replaces_them(
     hits = kb.retrieve(embedder.embed_query("Where does the Amazon River end?"), 3)
     assert all(p.doc_id != "river" for p in hits)
     kb.close()
+
+
+def test_a_shard_searches_with_one_thread_also_when_made_before_the_setting(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    """``SEARCH_THREADS`` in a new shard's config, and written into that of a shard made
+    before it (its key absent) at its next load, which keeps its chunks and the rest of
+    its config."""
+    config_file = tmp_path / "edge" / "edge_config.json"
+    kb, before = filled(tmp_path, embedder)
+    kb.close()
+    made = json.loads(config_file.read_text())
+    assert made["max_search_threads"] == edge_worker.SEARCH_THREADS == 1
+    del made["max_search_threads"]
+    config_file.write_text(json.dumps(made))
+    kb = edge_kb(tmp_path, embedder)
+    assert top_ids(kb, RADIUM) == before
+    kb.close()
+    loaded = json.loads(config_file.read_text())  # Edge adds the payload's defaults
+    assert loaded["max_search_threads"] == 1 and {k: loaded[k] for k in made} == made
 
 
 def test_chunks_an_interrupted_write_left_are_removed_at_open_without_a_full_scan(
