@@ -116,17 +116,20 @@ def test_a_bfloat16_knowledge_base_embeds_questions_as_its_documents() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("exact", "expected"), [(True, QuestionPrecision.INT8), (False, QuestionPrecision.FLOAT32)]
+)
 def test_the_default_is_int8_only_where_int8_products_are_exact(
     monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
+    exact: bool,
+    expected: QuestionPrecision,
 ) -> None:
-    for exact, expected in ((True, QuestionPrecision.INT8), (False, QuestionPrecision.FLOAT32)):
-        monkeypatch.setattr(onnx_model, "exact_with_8bit_weights", lambda v=exact: v)
-        default_question_precision.cache_clear()
-        try:
-            assert default_question_precision() is expected
-            assert Embedder().questions is expected
-        finally:
-            default_question_precision.cache_clear()
+    monkeypatch.setattr(onnx_model, "exact_with_8bit_weights", lambda: exact)
+    default_question_precision.cache_clear()
+    request.addfinalizer(default_question_precision.cache_clear)  # the host's again
+    assert default_question_precision() is expected
+    assert Embedder().questions is expected
 
 
 def test_the_setting_and_server_mode_pick_the_question_precision(
