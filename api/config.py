@@ -229,8 +229,7 @@ class Settings(BaseSettings):
         "x86 CPU computes the same vectors: about 2x float32's whole ingest on a CPU with "
         "VNNI, the same recall; questions as question_precision says), bfloat16 (on a CPU "
         "with bf16 in hardware: avx512_bf16, amx_bf16; about 1.8x) or float32 ask for one: "
-        "a knowledge "
-        "base embedded in another refuses to start, saying so.",
+        "a knowledge base embedded in another refuses to start, saying so.",
     )
     question_precision: QuestionPrecision | None = Field(
         None,
