@@ -7,7 +7,8 @@ searches by brute force and reads its whole store into memory on open.
 
 The shard lives in a child process (``rag.knowledge.edge_worker`` says why: the
 binding holds the GIL through an HNSW build). One worker owns it; every call is a
-pickled request to it, so calls are serialized and a search waits while a build runs
+pickled request to it over a pipe (``rag.knowledge.pipe_worker``), so calls are
+serialized and a search waits while a build runs
 (the build's length: a few seconds per segment of the indexing threshold). A worker
 that dies is started again on the next call; the call that saw it die fails with
 ``VectorIndexError``, which the knowledge base handles like any other store failure.
@@ -16,12 +17,9 @@ that dies is started again on the next call; the call that saw it die fails with
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import shutil
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -30,6 +28,7 @@ from qdrant_client import QdrantClient
 from qdrant_client import models as qm
 
 from rag.knowledge import edge_worker as worker
+from rag.knowledge.pipe_worker import PipeWorker, WorkerStopped
 from rag.knowledge.vectors import Hit, Payload, node_of, payload_of
 
 log = logging.getLogger(__name__)
@@ -62,7 +61,7 @@ class EdgeIndex:
         self.path = path
         self._migrate_from = migrate_from
         self._init = (str(path), size, hnsw_m, hnsw_ef_construct, indexing_kb)
-        self._pool: ProcessPoolExecutor | None = None
+        self._process: PipeWorker | None = None
         self._opened = False
         self._lock = threading.Lock()
 
@@ -80,46 +79,37 @@ class EdgeIndex:
             self._opened = True
         self._worker()  # a shard that cannot load fails here, with its own error
 
-    def _worker(self) -> ProcessPoolExecutor:
+    def _worker(self) -> PipeWorker:
         """The running worker, started (and the shard loaded in it) where there is none."""
         with self._lock:
             if not self._opened:
                 raise RuntimeError("the vector index is not open yet")
-            if self._pool is not None:
-                return self._pool
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            pool = ProcessPoolExecutor(
-                max_workers=1, mp_context=multiprocessing.get_context("spawn")
-            )
-            try:
-                pool.submit(worker.open_shard, *self._init).result()
-            except BaseException:
-                pool.shutdown(wait=True, cancel_futures=True)
-                raise
-            self._pool = pool
-            return pool
+            if self._process is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._process = PipeWorker(worker.open_shard, *self._init)
+            return self._process
 
     def _call(self, fn: Callable[..., T], *args: Any) -> T:
-        pool = self._worker()
+        process = self._worker()
         try:
-            return pool.submit(fn, *args).result()
-        except BrokenProcessPool as exc:
+            return process.call(fn, *args)
+        except WorkerStopped as exc:
             with self._lock:
-                if self._pool is pool:  # the next call starts a new one
+                if self._process is process:  # the next call starts a new one
                     log.error("the vector index's process stopped; it starts again on next use")
-                    self._pool = None
-            pool.shutdown(wait=False, cancel_futures=True)
+                    self._process = None
+            process.kill()
             raise VectorIndexError(f"the vector index's process stopped ({exc})") from exc
 
     def close(self) -> None:
         with self._lock:
-            pool, self._pool, self._opened = self._pool, None, False
-        if pool is not None:
+            process, self._process, self._opened = self._process, None, False
+        if process is not None:
             try:
-                pool.submit(worker.close).result()
-            except BrokenProcessPool:
+                process.call(worker.close)
+            except WorkerStopped:
                 log.warning("the vector index's process had stopped before close")
-            pool.shutdown(wait=True)
+            process.close()
 
     # ----- VectorIndex ----------------------------------------------------------
 
