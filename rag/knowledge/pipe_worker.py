@@ -28,6 +28,8 @@ from rag.knowledge.fair_lock import FairLock
 T = TypeVar("T")
 #: Seconds a closed worker has to leave before it is killed.
 EXIT_WAIT_S = 10.0
+#: Seconds a failed call waits to read a stopping worker's exit code for its message.
+EXIT_READ_S = 1.0
 
 
 class WorkerStopped(RuntimeError):
@@ -72,6 +74,7 @@ class PipeWorker:
                 self._conn.send((fn, args))
                 ok, value, trace = self._conn.recv()
             except (EOFError, OSError) as exc:
+                self._process.join(EXIT_READ_S)  # its exit code, where it is leaving
                 raise WorkerStopped(
                     f"the worker process stopped (exit code {self._process.exitcode})"
                 ) from exc

@@ -58,7 +58,7 @@ def test_a_killed_child_fails_the_call_with_worker_stopped(worker: PipeWorker) -
     pid = worker.pid
     assert pid is not None
     os.kill(pid, signal.SIGKILL)
-    with pytest.raises(WorkerStopped, match="stopped"):
+    with pytest.raises(WorkerStopped, match=r"stopped \(exit code -9\)"):
         worker.call(os.getpid)
     with pytest.raises(WorkerStopped):  # and every call after it, until replaced
         worker.call(os.getpid)
