@@ -7,9 +7,9 @@ the same ``KnowledgeService``. Warm prefixes are left alone: the next start find
 knowledge base newer than the warm registry and checks every entry against it before
 restoring any, the path a service stopped between a write and its detection takes.
 
-Only one process may open a data folder's embedded Qdrant: while the service runs, it
-holds the folder, and opening it here fails with that said (send to the service
-instead). On a Qdrant server, the collection's writer lease decides the same.
+One process at a time opens a data folder (``api.folder_lock``): while the service runs,
+it holds the folder, and opening it here fails naming it (send to the service instead).
+On a Qdrant server, the collection's writer lease decides who writes the collection.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from api.client import ServiceError
 from api.config import Settings
+from api.folder_lock import DataFolderInUseError, DataFolderLock
 from api.schemas import DeleteResponse, IngestResponse
 from api.stores import build_knowledge
 from rag.knowledge.base import DocumentNotFoundError
@@ -55,18 +56,27 @@ class EmbeddedService:
         from rag.knowledge.embedding import shared_embedder  # the model stack: only when used
 
         s = self.settings
+        lock = DataFolderLock(s.data_dir, "an embedded ingest or delete")
+        try:
+            lock.acquire()
+        except DataFolderInUseError as exc:
+            who = f" ({exc.holder})" if exc.holder else ""
+            raise ServiceError(
+                f"cannot open {s.data_dir}: another warmrag process holds it{who}; "
+                "while the service runs, drop --embedded to write through it"
+            ) from None
+        except OSError as exc:
+            raise ServiceError(f"cannot open {s.data_dir}: {exc}") from None
+        self._stack.callback(lock.release)  # last: after the stores close
         embedder = shared_embedder(s.embedding_precision, s.embedding_default, s.question_default)
         knowledge = build_knowledge(self.settings, embedder)
         try:
-            self.settings.data_dir.mkdir(parents=True, exist_ok=True)
             embedder.warm_up()
             knowledge.open()
         except _STORE_ERRORS as exc:
             knowledge.close()
-            # Local Qdrant's lock: the service has the folder open.
-            held = isinstance(exc, RuntimeError) and not self.settings.qdrant_url
-            hint = " (a running service holds it: drop --embedded)" if held else ""
-            raise ServiceError(f"cannot open {self.where}: {exc}{hint}") from None
+            self._stack.close()
+            raise ServiceError(f"cannot open {self.where}: {exc}") from None
         self._stack.callback(knowledge.close)
         self._portal = self._stack.enter_context(start_blocking_portal())
         self._knowledge = knowledge

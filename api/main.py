@@ -22,6 +22,7 @@ from prometheus_fastapi_instrumentator import Instrumentator
 
 from api.config import Settings
 from api.deps import ApiKeyDep
+from api.folder_lock import DataFolderInUseError
 from api.guards import BodySizeLimit, ChatLimiter
 from api.metrics import ServiceMetrics
 from api.openai_errors import OpenAIErrors, is_openai_path, openai_error
@@ -87,7 +88,11 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         runtime = Runtime(settings, embedder=embedder, llm=llm, metrics=metrics)
         app.state.runtime = runtime
-        await runtime.open()
+        try:
+            await runtime.open()
+        except DataFolderInUseError as exc:
+            log.error("%s", exc)  # one line for the operator; uvicorn's traceback follows
+            raise
         runtime.start()
         try:
             yield

@@ -16,6 +16,7 @@ from enum import StrEnum
 import anyio
 
 from api.config import Settings
+from api.folder_lock import DataFolderLock
 from api.metrics import ServiceMetrics
 from api.replicas import ReplicaWatch, build_llm, probe_all
 from api.residency import Residency, build_residency, child_endpoint
@@ -82,6 +83,7 @@ class Runtime:
         self.embedder = embedder or shared_embedder(
             s.embedding_precision, s.embedding_default, s.question_default
         )
+        self.folder_lock = DataFolderLock(s.data_dir, "the service")
 
         self.knowledge = build_knowledge(s, self.embedder)
         self.kb = self.knowledge.kb
@@ -233,13 +235,19 @@ class Runtime:
         self.refresh_kb_metrics()
 
     def _open_stores(self) -> None:
-        self.settings.data_dir.mkdir(parents=True, exist_ok=True)
-        self.embedder.warm_up()
-        self.knowledge.open()
-        if self.warmup is not None:
-            self.warmup.open()  # the store, and the registry loaded from it
-        if self.residency is not None:
-            self.residency.start()  # before vLLM starts: its first events count
+        # First: the folder is this process's (or DataFolderInUseError) before any
+        # store in it is opened or repaired.
+        self.folder_lock.acquire()
+        try:
+            self.embedder.warm_up()
+            self.knowledge.open()
+            if self.warmup is not None:
+                self.warmup.open()  # the store, and the registry loaded from it
+            if self.residency is not None:
+                self.residency.start()  # before vLLM starts: its first events count
+        except BaseException:
+            self.folder_lock.release()
+            raise
 
     def start(self) -> None:
         """Begin start-up in the background (call from the event loop)."""
@@ -356,4 +364,5 @@ class Runtime:
         if self.vllm_server is not None:
             await anyio.to_thread.run_sync(self.vllm_server.stop)
         self.knowledge.close()
+        self.folder_lock.release()  # last: the graph's snapshot is saved by now
         self.phase = Phase.STOPPED

@@ -310,7 +310,7 @@ def test_embedded_mode_refuses_a_folder_a_service_holds(
     assert main(["ingest", "--embedded", str(page)]) == 1
     err = capsys.readouterr().err
     assert f"cannot open {fake_service.settings.data_dir}" in err, err
-    assert "drop --embedded" in err
+    assert "drop --embedded" in err and "(the service, pid" in err
     assert fake_service.runtime.kb.document_ids() == ["zorn"]
     assert fake_service.chat("What is bread baked from?")["passages"][0]["doc_id"] == "zorn"
 
