@@ -6,6 +6,7 @@ of a table codes it; the graph keeps its rotation and cells between starts
 from __future__ import annotations
 
 import logging
+import re
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
@@ -61,6 +62,23 @@ def filed_under(rotation: Rotation, rows: np.ndarray) -> np.ndarray:
     return rotation.cells.assign(rotation.turn(rows)[:, :LEAD])
 
 
+def assert_links_as_the_full_scan(
+    table: EmbeddingTable, keys: list[str], rows: np.ndarray, rng: np.random.Generator
+) -> np.ndarray:
+    """``table`` (of ``rows``, ``keys``) has its in-memory rows in cells, and questions
+    near its rows link what the full scan links; the rows' cells."""
+    codes = table.matrix.codes
+    assert codes is not None and isinstance(codes[1], LeadRows) and codes[1].cell is not None
+    vectors = VectorRows.of(table, keys)
+    linked = 0
+    for query in near_queries(rng, rows, 40):
+        expected = full_scan_choice(rows, query, 0.5, 5)
+        assert candidates_choice(vectors, query, 0.5, 5) == expected
+        linked += len(expected)
+    assert linked > 100  # the questions do link entities
+    return codes[1].cell
+
+
 def test_a_screen_is_exact_over_the_rows_of_the_cells_it_reads(few_cells: int) -> None:
     rng = np.random.default_rng(11)
     rows = shaped_rows(rng, 3000)
@@ -91,15 +109,7 @@ def test_on_clustered_rows_the_cells_link_what_the_full_scan_links(few_cells: in
     rows = clustered_rows(rng, 4000)
     keys = [f"e{i}" for i in range(len(rows))]
     table = EmbeddingTable.adopt(keys, rows.copy(), quantized=True)
-    codes = table.matrix.codes
-    assert codes is not None and isinstance(codes[1], LeadRows) and codes[1].cell is not None
-    vectors = VectorRows.of(table, keys)
-    linked = 0
-    for query in near_queries(rng, rows, 40):
-        expected = full_scan_choice(rows, query, 0.5, 5)
-        assert candidates_choice(vectors, query, 0.5, 5) == expected
-        linked += len(expected)
-    assert linked > 100  # the questions do link entities
+    assert_links_as_the_full_scan(table, keys, rows, rng)
 
 
 def test_a_row_is_filed_by_its_vector_whichever_part_codes_it(
@@ -138,6 +148,41 @@ def test_a_row_is_filed_by_its_vector_whichever_part_codes_it(
     vectors = VectorRows.of(table, keys_left)
     for query in near_queries(rng, left, 20):
         assert candidates_choice(vectors, query, 0.5, 5) == full_scan_choice(left, query, 0.5, 5)
+
+
+def test_a_table_grown_a_few_rows_at_a_time_is_coded_as_a_start_would_code_it(
+    few_cells: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A table fed 40 rows at a time (a service started empty, then its documents) is
+    coded again as its in-memory part grows: plain while small, turned past
+    ``lead_rows.MIN_ROWS``, filed in cells past ``cells.MIN_ROWS``; each row where its
+    vector files it, and the links those of the full scan."""
+    rng = np.random.default_rng(18)
+    rows = clustered_rows(rng, 4800)
+    keys = [f"e{i}" for i in range(len(rows))]
+    table = EmbeddingTable(quantized=True)
+    kinds = {}
+    with caplog.at_level(logging.INFO, logger="kg.embeddings"):
+        for start in range(0, len(rows), 40):
+            table.add(keys[start : start + 40], rows[start : start + 40])
+            codes = table.matrix.codes
+            assert codes is not None
+            part = codes[1]
+            kinds[start + 40] = (
+                "plain"
+                if not isinstance(part, LeadRows)
+                else "cells"
+                if part.cell is not None
+                else "turned"
+            )
+    assert kinds[400] == "plain" and kinds[len(rows)] == "cells"
+    assert "turned" in kinds.values()  # between the two thresholds
+    assert "codes made again, turned, in 16 cells" in caplog.text
+    rotation = table.rotation
+    assert rotation is not None and rotation.cells is not None
+    assert 1024 <= rotation.cells.fitted_rows < len(rows)
+    cell = assert_links_as_the_full_scan(table, keys, rows, rng)
+    np.testing.assert_array_equal(cell, filed_under(rotation, rows))
 
 
 def test_cells_are_fit_where_the_rows_call_for_them(few_cells: int) -> None:
@@ -215,18 +260,25 @@ class ShapedEmbed:
         return normalize_rows(np.asarray(out))
 
 
+@pytest.mark.parametrize("documents", [1, 35])
 def test_a_restart_links_by_the_cells_the_graph_kept(
-    tmp_path: Path, few_cells: int, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, few_cells: int, caplog: pytest.LogCaptureFixture, documents: int
 ) -> None:
-    """The first run fits the rotation and cells and keeps them (logged); a start after
-    a clean stop and one after a crash code by them, and link what the first run linked."""
+    """The first run fits the rotation and cells and keeps them (logged): from its one
+    change, or as its entities grow over 35 changes of 20 triples; a start after a clean
+    stop and one after a crash code by them, and link what the first run linked."""
     embed = ShapedEmbed()
     folder = tmp_path / "kg"
     graph = KnowledgeGraph(folder, embed)
     triples = [(f"thing {i} of kind {i % 7}", "relates to", f"part {i}") for i in range(700)]
+    share = len(triples) // documents
     with caplog.at_level(logging.INFO, logger="kg.axes_file"):
-        graph.replace_documents({"doc": supplied("doc", *triples)}, {"doc": "v1"})
-    assert "16 cells fit to 1400 entities" in caplog.text
+        for d in range(documents):
+            doc = f"doc{d}"
+            part = triples[d * share : (d + 1) * share]
+            graph.replace_documents({doc: supplied(doc, *part)}, {doc: "v1"})
+    fits = [int(n) for n in re.findall(r"16 cells fit to (\d+) entities", caplog.text)]
+    assert fits and fits[-1] >= (1400 if documents == 1 else 1024)
     kept = axes_file.read(folder)
     assert kept is not None and kept.cells is not None
     assert graph.snapshot.node_vectors.matrix.rotation is not None

@@ -144,11 +144,16 @@ def test_rows_added_after_a_turned_load_are_turned_the_same_way(
 
 
 def test_a_small_table_stays_plain_and_a_large_first_block_turns(few_rows_turn: int) -> None:
+    """Plain while under ``MIN_ROWS`` however its rows came; turned from its first block
+    where that is large, or once later blocks take it past (``EmbeddingTable._code_again``)."""
     rng = np.random.default_rng(6)
     small = EmbeddingTable(quantized=True)
     small.add([f"s{i}" for i in range(100)], shaped_rows(rng, 100))
-    small.add([f"s{i}" for i in range(100, 700)], shaped_rows(rng, 600))  # not its first rows
+    small.add([f"s{i}" for i in range(100, 400)], shaped_rows(rng, 300))  # not its first rows
     assert all(isinstance(p, Int8Rows) for p in small.matrix.codes or ())
+    small.add([f"s{i}" for i in range(400, 700)], shaped_rows(rng, 300))  # past MIN_ROWS
+    codes = small.matrix.codes
+    assert codes is not None and isinstance(codes[1], LeadRows)
     large = EmbeddingTable(quantized=True)
     large.add([f"l{i}" for i in range(few_rows_turn)], shaped_rows(rng, few_rows_turn))
     codes = large.matrix.codes
