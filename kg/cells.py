@@ -114,8 +114,10 @@ class CellOrder:
     """A part's rows in cell order (each cell's ascending), with their leading codes and
     rest norms copied in that order, so that a question reads each cell's codes as one
     slice (a copy of a tenth of 2.1 million scattered rows took longer than their scan).
-    A fifth more of the codes' memory; made on a part's first screen (its rows are not
-    written again once a screen reads them)."""
+    A fifth more of the codes' memory; made on a part's first screen, or by the change
+    that wrote its rows (``LeadRows.prepare``), and shared with the part's later views,
+    which read the rows written after it in place until they are many
+    (``kg.lead_rows.ORDER_TAIL_SHARE``)."""
 
     __slots__ = ("lead", "rest_norm", "rows", "starts")
 
@@ -127,6 +129,10 @@ class CellOrder:
             lead.codes[self.rows], lead.unit[self.rows], lead.max_error, lead.max_norm
         )
         self.rest_norm = rest_norm[self.rows]
+
+    def __len__(self) -> int:
+        """The rows it orders: its part's first ones."""
+        return len(self.rows)
 
     def read(
         self, cells: np.ndarray, lead_query: np.ndarray

@@ -314,6 +314,8 @@ class EmbeddingTable:
         self._used = first + len(keys)
         if self._quantized and grew and start:
             self._code_again()
+        if isinstance(self._codes, LeadRows):  # the order a screen reads, made here
+            self._codes.prepare(self._used - len(self._base))
         if len(self._base):  # a base row replaced is a dropped one
             self._dead_base += sum(1 for k in keys if self._rows.get(k, first) < len(self._base))
         self._rows.update(zip(keys, range(first, first + len(keys)), strict=True))

@@ -185,6 +185,47 @@ def test_a_table_grown_a_few_rows_at_a_time_is_coded_as_a_start_would_code_it(
     np.testing.assert_array_equal(cell, filed_under(rotation, rows))
 
 
+def test_views_share_the_cell_order_and_read_later_rows_in_place(
+    few_cells: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A change's view of a growing part reuses the order its last view had, reading the
+    rows written after it in place (a screen is exact over them too), until they pass
+    ``ORDER_TAIL_MIN``; then the order is made again over all, and shared on."""
+    monkeypatch.setattr(lead_rows, "ORDER_TAIL_MIN", 150)
+    monkeypatch.setattr(lead_rows, "ORDER_TAIL_SHARE", 0.0)
+    rng = np.random.default_rng(19)
+    rows = clustered_rows(rng, 3000)
+    rotation = fit_rotation(rows[:2000])
+    assert rotation is not None and rotation.cells is not None
+    part = LeadRows.zeros(len(rows), rotation)
+    part.write(0, rows[:2000])
+    part.prepare(2000)
+    order = part.head(2000)._cell_order()
+    assert order is not None and len(order) == 2000
+    part.write(2000, rows[2000:2100])  # after the order: read in place
+    later = part.head(2100)
+    assert later._cell_order() is order
+    seen = rows[:2100]
+    filed = filed_under(rotation, seen)
+    tail_found = 0
+    for query in [*near_queries(rng, rows[2000:2100], 20), *near_queries(rng, seen, 20)]:
+        read = read_rows(rotation, filed, query)
+        exact = dot_rows(seen, query)
+        kept, estimates, slack = screen([later], query, 0.5)
+        assert np.all(np.diff(kept) > 0)
+        assert set(kept.tolist()) <= set(read.tolist())
+        assert set(read[exact[read] >= 0.5].tolist()) <= set(kept.tolist())
+        assert np.all(np.abs(estimates - exact[kept]) <= slack)
+        tail_found += int(np.count_nonzero(kept >= 2000))
+    assert tail_found > 20  # the rows after the order were found
+    part.write(2100, rows[2100:])  # 1,000 after the order: made again over all
+    part.prepare(len(rows))
+    again = part.head(len(rows))._cell_order()
+    assert again is not None and again is not order and len(again) == len(rows)
+    assert later._cell_order() is order  # a view made before keeps its own
+    assert part.head(2500)._cell_order() is not again  # it holds rows a shorter view lacks
+
+
 def test_cells_are_fit_where_the_rows_call_for_them(few_cells: int) -> None:
     rng = np.random.default_rng(14)
     assert not cells.due(None, 1023)
