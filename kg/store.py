@@ -182,9 +182,9 @@ class KnowledgeGraph:
             self._triple_vectors.discard(edit.released)
             filed = {**self._versions, **versions}  # None: the document's version removed
             self._versions = {doc_id: v for doc_id, v in filed.items() if v is not None}
-            self._snapshot = self._snapshot.apply(
-                edit.change, self._node_vectors, self._triple_vectors
-            )
+            snapshot = self._snapshot.apply(edit.change, self._node_vectors, self._triple_vectors)
+            snapshot.node_vectors.prepare()  # here, not in the first question after it
+            self._snapshot = snapshot
             new_texts = [t for t in added_texts if t in self._triple_vectors]
             new_facts = self._triple_vectors.gather(new_texts)
             self._keep_axes()

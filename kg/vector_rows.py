@@ -51,6 +51,11 @@ class VectorRows:
             self._items = index if distinct else np.zeros(0, INDEX)
         return self._items if len(self._items) or not len(self.rows) else None
 
+    def prepare(self) -> None:
+        """Build what a question's first link by embedding would (the item of each row):
+        a change does, before chats read its snapshot (1.5-2 ms at 209,456 entities)."""
+        self._item_index()
+
     @classmethod
     def of(cls, table: EmbeddingTable, keys: Sequence[str]) -> VectorRows:
         """The rows of ``keys`` (all present) in ``table``."""
