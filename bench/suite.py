@@ -33,7 +33,7 @@ from pathlib import Path
 from bench.embedded_index import run_embedded_index
 from bench.harness import vllm
 from bench.machine import this_machine
-from bench.paths import REPO, bench_dir
+from bench.paths import INTERRUPTED_STATUS, REPO, STOPPED_STATUS, Stopped, bench_dir
 from bench.pressure import PRESSURE_KV_GIB, run_pressure
 from bench.real_records import RealResult
 from bench.real_section import run_ingest_rate, run_real
@@ -129,10 +129,22 @@ class SectionRun:
 
 @dataclass(frozen=True)
 class SectionsOutcome:
-    """How the sections went: the ones that failed, and the one a Ctrl-C stopped (if any)."""
+    """How the sections went: the ones that failed, and the one a Ctrl-C or SIGTERM
+    stopped (if any), with the status that ends the run (``interrupt_status``)."""
 
     failed: list[SectionFailure] = field(default_factory=list)
     interrupted_in: str | None = None
+    interrupted_status: int = INTERRUPTED_STATUS
+
+
+#: Ctrl-C, and SIGTERM inside ``bench_dir`` (``bench.paths.stop_raises``): both stop the
+#: run where it is and still write the report of what was measured.
+INTERRUPTS = (KeyboardInterrupt, Stopped)
+
+
+def interrupt_status(exc: BaseException) -> int:
+    """The status a run stopped by ``exc`` ends with, as a shell reports the signal."""
+    return STOPPED_STATUS if isinstance(exc, Stopped) else INTERRUPTED_STATUS
 
 
 def scale_section(run: SectionRun) -> None:
@@ -217,7 +229,7 @@ def run_sections(run: SectionRun) -> SectionsOutcome:
     """Run the selected sections in order (a section's entry appears once it is done).
 
     A section that raises is recorded and the next one runs: a failure late in a two-hour
-    run must not lose the sections around it. Ctrl-C stops the run where it is."""
+    run must not lose the sections around it. Ctrl-C or SIGTERM stops the run where it is."""
     selected = set(run.args.only.split(","))
     if "pressure" not in selected:
         run.results.pressure = Skipped(skipped=f"not among the sections run ({run.args.only})")
@@ -225,8 +237,8 @@ def run_sections(run: SectionRun) -> SectionsOutcome:
     for name in (s for s in SECTIONS if s in selected):
         try:
             SECTION_STEPS[name](run)
-        except KeyboardInterrupt:
-            return SectionsOutcome(failed, interrupted_in=name)
+        except INTERRUPTS as exc:
+            return SectionsOutcome(failed, name, interrupt_status(exc))
         except Exception as exc:
             error = "".join(traceback.format_exception_only(exc)).strip()
             failed.append(
@@ -256,6 +268,7 @@ class RunOutcome:
     out: Path
     failed: list[SectionFailure]
     interrupted_in: str | None  # a section, "setup" or "clean-up"; None: not interrupted
+    interrupted_status: int = INTERRUPTED_STATUS
 
 
 def run(args: argparse.Namespace) -> RunOutcome:
@@ -286,15 +299,19 @@ def run(args: argparse.Namespace) -> RunOutcome:
     try:
         with bench_dir() as work:
             outcome = run_sections(SectionRun(args, results, workload, config, work))
-    except KeyboardInterrupt:  # in the work folder's set-up or clean-up, between sections
-        outcome = replace(outcome, interrupted_in=outcome.interrupted_in or "clean-up")
+    except INTERRUPTS as exc:  # in the work folder's set-up or clean-up, between sections
+        outcome = replace(
+            outcome,
+            interrupted_in=outcome.interrupted_in or "clean-up",
+            interrupted_status=interrupt_status(exc),
+        )
     record_outcome(meta, outcome)
     results.strategies = dict(sorted(results.strategies.items()))
     meta.duration_s = round(time.perf_counter() - started, 1)
     out = args.out / stamp
     for path in write_report(results, out):
         log(f"wrote {path.relative_to(REPO) if path.is_relative_to(REPO) else path}")
-    return RunOutcome(out, outcome.failed, outcome.interrupted_in)
+    return RunOutcome(out, outcome.failed, outcome.interrupted_in, outcome.interrupted_status)
 
 
 def record_outcome(meta: RunMeta, outcome: SectionsOutcome) -> None:
@@ -317,7 +334,7 @@ def exit_status(outcome: RunOutcome) -> int:
         )
     if outcome.interrupted_in:
         print(f"python -m bench: interrupted in {outcome.interrupted_in}", file=sys.stderr)
-        return 130  # as a shell reports a process ended by SIGINT
+        return outcome.interrupted_status
     if outcome.failed:
         names = ", ".join(f.section for f in outcome.failed)
         print(f"python -m bench: failed section(s): {names}", file=sys.stderr)

@@ -1,6 +1,6 @@
 """The suite run end to end through ``bench.suite.main``, the entry point of ``python -m
 bench`` and ``make bench``: its smallest section measures real numbers, and a section that
-fails (or a Ctrl-C) ends the command non-zero, naming the section, after the report.
+fails (or a Ctrl-C, or SIGTERM) ends the command non-zero, naming the section, after the report.
 
 The scale section is the one that needs no vLLM; here it runs with a plan smaller than
 ``--quick``'s (``TINY``: the same steps, fewer towns and points) so the test takes seconds.
@@ -9,6 +9,9 @@ The scale section is the one that needs no vLLM; here it runs with a plan smalle
 from __future__ import annotations
 
 import json
+import os
+import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +113,34 @@ def test_ctrl_c_ends_the_run_with_130_after_the_report(
     assert exit_.value.code == 130
     assert "interrupted in scale" in capsys.readouterr().err
     assert ran == []
+    results, report = saved(tmp_path)
+    assert results["meta"]["interrupted_in"] == "scale"
+    assert "interrupted in scale: partial results" in report
+
+
+def test_sigterm_ends_the_run_with_143_after_the_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A real SIGTERM, sent to this process by the scale section itself, as a job
+    runner's time limit sends one: the report of what was measured is written, the work
+    folder removed, and the run exits 143."""
+    ran: list[str] = []
+    work: list[Path] = []
+
+    def stopped(quick: bool, work_dir: Path, log: object = None) -> ScaleResult:
+        work.append(work_dir.parent)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(10)  # the handler raises before this ends
+        raise AssertionError("SIGTERM did not stop the section")
+
+    monkeypatch.setattr(bench.suite, "run_scale", stopped)
+    monkeypatch.setitem(bench.suite.SECTION_STEPS, "index", lambda run: ran.append("index"))
+    with pytest.raises(SystemExit) as exit_:
+        main(["--quick", "--only", "scale,index", "--out", str(tmp_path)])
+    assert exit_.value.code == 143
+    assert "interrupted in scale" in capsys.readouterr().err
+    assert ran == [] and not work[0].exists()
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     results, report = saved(tmp_path)
     assert results["meta"]["interrupted_in"] == "scale"
     assert "interrupted in scale: partial results" in report
