@@ -41,9 +41,10 @@ from bench.paths import REPO, bench_dir
 from bench.scale_folder import build_graph
 from bench.scale_startup import rss_mib
 from kg import KnowledgeGraph, SubgraphSelector, Triple, snapshot_file
-from kg.embeddings import RowMatrix, normalize_rows
+from kg.embeddings import normalize_rows
 from kg.file_matrix import FileMatrix
 from kg.paths import DEFAULT_WEIGHTS
+from kg.row_matrix import RowMatrix
 from kg.vector_rows import VectorRows
 
 CHUNKS_PER_DOCUMENT = 10

@@ -11,24 +11,22 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from pathlib import Path
 
 import numpy as np
 
-from kg.file_matrix import take_rows
-from kg.int8_rows import FLOAT_SLACK, Int8Rows
+from kg.int8_rows import Int8Rows, write_all
 from kg.lead_rows import (
     Codes,
     LeadRows,
     Rotation,
     code_rows,
-    estimate,
     fit_rotation,
-    gather,
     rotation_of,
-    screen,
 )
 from kg.numbering import INDEX
+from kg.row_matrix import RowMatrix
+from kg.tail_rows import TailRows
 
 log = logging.getLogger(__name__)
 
@@ -58,101 +56,6 @@ def embed_checked(embed: EmbedFn, texts: Sequence[str]) -> np.ndarray:
     return normalize_rows(vectors)
 
 
-def dot_rows(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
-    """Row-wise dot products without BLAS.
-
-    A multi-threaded BLAS matrix-vector product was 6x slower than this on a busy 2-core
-    machine (threads spin waiting for cores), and its summation order can depend on the thread
-    count; einsum runs on the calling thread, in a fixed order, row by row.
-    """
-    return np.einsum("ij,j->i", matrix, vector)
-
-
-class RowMatrix:
-    """Rows ``[0, len(base))`` in ``base``, the rest in ``tail``: a table's matrix.
-
-    ``base`` is what a start adopted as it was, read-only: a matrix the saved snapshot maps
-    from its file (``kg.snapshot_file``), so the vectors stay on the page cache instead of
-    in the process's own memory (780 MiB at 323,000 triples). The rows a query asks for
-    are read from that file (``kg.file_matrix``), not through the mapping, which kept
-    every page they touched in the process's RSS. ``tail`` holds the rows written since,
-    in memory.
-
-    ``codes``, where the table keeps them, are the int8 codes of ``base``'s rows and of
-    ``tail``'s (``kg.int8_rows``, turned where there are many: ``kg.lead_rows``): a scan
-    of every row reads those instead.
-    """
-
-    __slots__ = ("base", "codes", "tail")
-
-    def __init__(
-        self, base: np.ndarray, tail: np.ndarray, codes: tuple[Codes, Codes] | None = None
-    ) -> None:
-        self.base = base
-        self.tail = tail
-        self.codes = codes
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        return (len(self), int(self.tail.shape[1]) if self.tail.ndim == 2 else 0)
-
-    @property
-    def size(self) -> int:
-        return self.shape[0] * self.shape[1]
-
-    def __len__(self) -> int:
-        return len(self.base) + len(self.tail)
-
-    def __getitem__(self, rows: Any) -> np.ndarray:
-        """A new array with ``rows`` (an index array), from either part (a mapped part's
-        rows with file reads: ``kg.file_matrix.take_rows``)."""
-        rows = np.asarray(rows, dtype=np.int64)
-        split = len(self.base)
-        if not split:
-            return take_rows(self.tail, rows)
-        if not len(self.tail):
-            return take_rows(self.base, rows)
-        out = np.empty((*rows.shape, self.shape[1]), np.float32)
-        low = rows < split
-        out[low] = take_rows(self.base, rows[low])
-        out[~low] = self.tail[rows[~low] - split]
-        return out
-
-    @property
-    def rotation(self) -> Rotation | None:
-        """The rotation the codes' turned parts share (None: plain, or no codes)."""
-        turned = (rotation_of(part) for part in self.codes or ())
-        return next((r for r in turned if r is not None), None)
-
-    def codes_of(self, rows: np.ndarray) -> Codes | None:
-        """The int8 codes of ``rows`` (an index array), in that order; None without codes
-        or where the parts are coded differently (``kg.lead_rows.gather``)."""
-        return None if self.codes is None else gather(self.codes, rows)
-
-    def dot(self, vector: np.ndarray) -> np.ndarray:
-        """Every row's dot product with ``vector``."""
-        if not len(self.base):
-            return dot_rows(self.tail, vector)
-        return np.concatenate([dot_rows(self.base, vector), dot_rows(self.tail, vector)])
-
-    def estimate(self, vector: np.ndarray) -> tuple[np.ndarray, float]:
-        """Every row's dot product with ``vector``, each within the returned slack of
-        the exact one: from the codes where there are codes, else exact (float32)."""
-        if self.codes is None:
-            return self.dot(vector), FLOAT_SLACK
-        return estimate(self.codes, vector)
-
-    def screen(self, vector: np.ndarray, floor: float) -> tuple[np.ndarray, np.ndarray, float]:
-        """The rows (ascending) whose exact dot product with ``vector`` can reach
-        ``floor``, their estimates, and the slack, as ``estimate``'s (turned codes drop
-        most rows after their leading values: ``kg.lead_rows``)."""
-        if self.codes is None:
-            every = self.dot(vector)
-            rows = np.flatnonzero(every >= floor - FLOAT_SLACK)
-            return rows, every[rows], FLOAT_SLACK
-        return screen(self.codes, vector, floor)
-
-
 class EmbeddingTable:
     """A key -> vector map stored as one matrix, so lookups gather rows without copying dicts.
 
@@ -165,7 +68,8 @@ class EmbeddingTable:
     matrix grows by a quarter at a time: doubling left up to half of it unused.
 
     A table ``adopt`` made over a read-only matrix (one mapped from a file) keeps it as the
-    ``RowMatrix``'s base and writes new rows after it. Compaction moves only the rows in
+    ``RowMatrix``'s base and writes new rows after it, in memory, and past a size in a
+    file of no name in the folder ``spill_to`` names (``kg.tail_rows``). Compaction moves only the rows in
     memory: the base's dropped rows cost no memory of the process's own, and the next
     clean stop saves the snapshot without them.
 
@@ -196,7 +100,8 @@ class EmbeddingTable:
         self._used = 0  # rows written so far, live or dropped, base included
         self._dead_base = 0  # rows of the base whose keys were dropped
         self._base = np.zeros((0, dim or 0), dtype=np.float32)
-        self._matrix = np.zeros((0, dim or 0), dtype=np.float32)
+        self._spill: Path | None = None  # where the in-memory part's vectors go (``spill_to``)
+        self._tail = TailRows(dim or 0)  # the in-memory part's vectors (some on the disk)
         self._token = object()
 
     @classmethod
@@ -229,9 +134,9 @@ class EmbeddingTable:
             if len(table._rows) != len(keys):
                 raise ValueError("keys repeat")
             if matrix.flags.writeable:
-                table._matrix = np.require(matrix, requirements=["C"])
+                table._tail = TailRows.over(np.require(matrix, requirements=["C"]))
                 if quantized:
-                    made = codes if codes is not None else code_rows(table._matrix, rotation)
+                    made = codes if codes is not None else code_rows(table._tail.rows(), rotation)
                     table._codes = made
                     table._rotation = rotation_of(made)
             else:
@@ -241,6 +146,13 @@ class EmbeddingTable:
                     table._rotation = rotation_of(table._base_codes)
             table._used = len(keys)
         return table
+
+    def spill_to(self, folder: Path | None) -> None:
+        """Write the vectors of rows added from now on to a file in ``folder`` once they
+        pass ``kg.tail_rows.SPILL_BYTES`` (None: keep them in memory), where a start
+        would have mapped them from the snapshot's files (``kg.tail_rows``)."""
+        self._spill = folder
+        self._tail.spill_to(folder)
 
     @property
     def quantized(self) -> bool:
@@ -262,7 +174,7 @@ class EmbeddingTable:
         """The rows written so far (rows of dropped keys included)."""
         written = self._used - len(self._base)
         codes = (self._base_codes, self._codes.head(written)) if self._quantized else None
-        return RowMatrix(self._base, self._matrix[:written], codes)
+        return RowMatrix(self._base, self._tail.rows(), codes)
 
     @property
     def token(self) -> object:
@@ -296,7 +208,7 @@ class EmbeddingTable:
         if self._dim is None:
             self._dim = int(vectors.shape[1])
             self._base = np.zeros((0, self._dim), dtype=np.float32)
-            self._matrix = np.zeros((0, self._dim), dtype=np.float32)
+            self._tail = TailRows(self._dim, self._spill)
             self._base_codes = Int8Rows.zeros(0, self._dim)
             self._codes = Int8Rows.zeros(0, self._dim)
         if vectors.shape != (len(keys), self._dim):
@@ -305,14 +217,14 @@ class EmbeddingTable:
         start = first - len(self._base)  # where they go in the in-memory part
         # One growth and one block write for the whole call: a start adds every stored
         # vector at once (532,000 at 323,000 triples), where a check per row cost 2.5 s.
-        grew = self._reserve(start + len(keys))
-        self._matrix[start : start + len(keys)] = vectors
+        self._tail.append(vectors)
+        grew = self._quantized and self._reserve_codes(start + len(keys))
         if self._quantized:
             if not start:
                 self._turn_codes(vectors)
             self._codes.write(start, vectors)
         self._used = first + len(keys)
-        if self._quantized and grew and start:
+        if grew and start:
             self._code_again()
         if isinstance(self._codes, LeadRows):  # the order a screen reads, made here
             self._codes.prepare(self._used - len(self._base))
@@ -348,18 +260,13 @@ class EmbeddingTable:
             return np.zeros((len(keys), 0), dtype=np.float32)
         return np.ascontiguousarray(self.matrix[self.rows_for(keys)])
 
-    def _reserve(self, rows: int) -> bool:
-        """Grow the in-memory part (by a quarter at a time) to hold at least ``rows`` rows;
-        whether it grew."""
-        if rows <= self._matrix.shape[0]:
+    def _reserve_codes(self, rows: int) -> bool:
+        """Grow the in-memory part's codes (by a quarter at a time) to hold at least
+        ``rows`` rows; whether they grew."""
+        if rows <= len(self._codes):
             return False
-        size = max(rows, 64, self._matrix.shape[0] + self._matrix.shape[0] // 4)
-        grown = np.zeros((size, self._matrix.shape[1]), np.float32)
-        written = self._used - len(self._base)
-        grown[:written] = self._matrix[:written]
-        self._matrix = grown
-        if self._quantized:
-            self._codes = self._codes.resized(size, written)
+        size = max(rows, 64, len(self._codes) + len(self._codes) // 4)
+        self._codes = self._codes.resized(size, self._used - len(self._base))
         return True
 
     def _code_again(self) -> None:
@@ -377,13 +284,12 @@ class EmbeddingTable:
         rotation is the table's (``rotation``), which the graph keeps for the next start
         (``kg.axes_file``)."""
         written = self._used - len(self._base)
-        matrix = self._matrix[:written]
+        matrix = self._tail.rows()
         rotation = fit_rotation(matrix, self._rotation)
         if rotation is None or rotation is rotation_of(self._codes):
             return
         started = time.perf_counter()
-        codes = LeadRows.zeros(len(self._matrix), rotation)
-        codes.write(0, matrix)
+        codes = write_all(LeadRows.zeros(len(self._codes), rotation), matrix)
         self._codes, self._rotation = codes, rotation
         log.info(
             "knowledge graph: %d rows' codes made again, turned%s, in %.1f s",
@@ -400,7 +306,7 @@ class EmbeddingTable:
         if self._rotation is None:  # one the table had keeps it (and its cells) as it was
             self._rotation = fit_rotation(first)
         if self._rotation is not None:
-            self._codes = LeadRows.zeros(len(self._matrix), self._rotation)
+            self._codes = LeadRows.zeros(len(self._codes), self._rotation)
 
     def _compact(self) -> None:
         """Move the live rows in memory into a new matrix (the old one stays whole for
@@ -408,10 +314,8 @@ class EmbeddingTable:
         split = len(self._base)
         keys = [k for k, row in self._rows.items() if row >= split]
         moved = self.rows_for(keys) - split
-        live = self._matrix[moved]
+        self._tail = self._tail.compacted(moved)
         capacity = max(64, len(keys) + len(keys) // 4)
-        self._matrix = np.zeros((capacity, live.shape[1]), np.float32)
-        self._matrix[: len(keys)] = live
         if self._quantized:
             self._codes = self._codes.take(moved, capacity)
         self._rows.update(zip(keys, range(split, split + len(keys)), strict=True))

@@ -21,11 +21,17 @@ still read, as its mapping is.
 
 Only the object ``open`` returns reads from the file: a slice or a view of it reads
 through the mapping, as any ``np.memmap`` does.
+
+The rows a running graph adds are read the same way once they pass a size
+(``kg.tail_rows``): appended to a ``RowFile`` of no name, and read back through a
+``SpilledMatrix``, a view of its first rows and of those still in memory.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import tempfile
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
@@ -74,20 +80,27 @@ class FileMatrix(np.memmap):
             raise IndexError(f"rows out of range for {count} rows")
         if self._fd is None:
             raise ValueError("this matrix reads through its mapping, not its file")
-        spans = _spans(flat, dim * 4, self._data_offset)
-        if len(spans) > 1:
-            _advise(self._fd, spans)
-        # One read per run of consecutive rows, joined in one copy: reading into slices
-        # of the result cost 5.3 ms for 2,000 rows, this 3.8 ms.
-        data = bytearray().join([os.pread(self._fd, size, at) for at, size in spans])
-        if len(data) != flat.size * dim * 4:
-            raise OSError(f"{self.filename}: the file ends before its rows")
-        return np.frombuffer(data, np.float32).reshape(*rows.shape, dim)
+        data = read_rows(self._fd, flat, dim, self._data_offset, str(self.filename))
+        return data.reshape(*rows.shape, dim)
 
     def blocks(self, block_rows: int) -> Iterator[np.ndarray]:
         """Every row, in order, ``block_rows`` at a time, from file reads."""
         for start in range(0, len(self), block_rows):
             yield self.rows(np.arange(start, min(start + block_rows, len(self))))
+
+
+def read_rows(fd: int, rows: np.ndarray, dim: int, data_offset: int, name: str) -> np.ndarray:
+    """(len(rows), dim) float32 rows read from the file ``fd`` (rows of ``dim`` values
+    from ``data_offset`` on; ``rows`` in range)."""
+    spans = _spans(rows, dim * 4, data_offset)
+    if len(spans) > 1:
+        _advise(fd, spans)
+    # One read per run of consecutive rows, joined in one copy: reading into slices
+    # of the result cost 5.3 ms for 2,000 rows, this 3.8 ms.
+    data = bytearray().join([os.pread(fd, size, at) for at, size in spans])
+    if len(data) != rows.size * dim * 4:
+        raise OSError(f"{name}: the file ends before its rows")
+    return np.frombuffer(data, np.float32).reshape(rows.size, dim)
 
 
 def _spans(rows: np.ndarray, row_bytes: int, data_offset: int) -> list[tuple[int, int]]:
@@ -114,9 +127,105 @@ def _advise(fd: int, spans: list[tuple[int, int]]) -> None:
             os.posix_fadvise(fd, at, size, os.POSIX_FADV_WILLNEED)
 
 
-def take_rows(matrix: np.ndarray, rows: np.ndarray) -> np.ndarray:
+class RowFile:
+    """Float32 rows appended to a file of no name in ``folder`` (``O_TMPFILE``: a crash
+    leaves nothing behind, and its space is freed when the last reader lets go of it),
+    read back with ``pread`` as a ``FileMatrix``'s rows are. Rows once written never
+    change, so a reader of the first ``n`` needs no lock against later appends."""
+
+    def __init__(self, folder: Path, dim: int) -> None:
+        """OSError where the folder takes no file."""
+        self.dim = dim
+        self.count = 0  # rows written
+        self.name = f"a vector file in {folder}"
+        self._fd = _unnamed_file(folder)
+        weakref.finalize(self, os.close, self._fd)
+
+    def append(self, rows: np.ndarray) -> None:
+        """Write ``rows`` (n, dim) after the others; OSError (the disk full) leaves
+        ``count`` as it was."""
+        data = np.ascontiguousarray(rows, "<f4").data.cast("B")
+        at = self.count * self.dim * 4
+        while data:
+            written = os.pwrite(self._fd, data, at)
+            data, at = data[written:], at + written
+        self.count += len(rows)
+
+    def rows(self, rows: np.ndarray) -> np.ndarray:
+        """(len(rows), dim) of rows below ``count`` (an index array, in range)."""
+        return read_rows(self._fd, np.asarray(rows, np.int64), self.dim, 0, self.name)
+
+
+def _unnamed_file(folder: Path) -> int:
+    """A file descriptor of a new file in ``folder`` that no name reaches."""
+    flag = getattr(os, "O_TMPFILE", None)
+    if flag is not None:
+        try:
+            return os.open(folder, flag | os.O_RDWR, 0o600)
+        except OSError as exc:  # a file system without it says so in one of these
+            if exc.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+                raise
+    fd, path = tempfile.mkstemp(dir=folder, prefix=".vectors-", suffix=".f32")
+    os.unlink(path)
+    return fd
+
+
+class SpilledMatrix:
+    """The first ``written`` rows of a ``RowFile``, then ``memory``'s: a table's rows
+    written while it runs, most of them on the disk (``kg.tail_rows``). Read-only, and
+    a view at a moment: later appends to the file are past ``written``."""
+
+    __slots__ = ("file", "memory", "written")
+
+    ndim = 2
+    dtype = np.dtype(np.float32)
+
+    def __init__(self, file: RowFile, written: int, memory: np.ndarray) -> None:
+        self.file = file
+        self.written = written
+        self.memory = memory
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (len(self), self.file.dim)
+
+    def __len__(self) -> int:
+        return self.written + len(self.memory)
+
+    def __getitem__(self, rows: Any) -> np.ndarray:
+        """Rows by an index array, or a slice of rows, as a new array."""
+        if isinstance(rows, slice):
+            return self.rows(np.arange(len(self))[rows])
+        return self.rows(rows)
+
+    def rows(self, rows: np.ndarray) -> np.ndarray:
+        """A new array with ``rows`` (an index array): the file's with file reads."""
+        rows = np.asarray(rows, dtype=np.int64)
+        flat = np.where(rows < 0, rows + len(self), rows).ravel()
+        if flat.size and (flat.min() < 0 or flat.max() >= len(self)):
+            raise IndexError(f"rows out of range for {len(self)} rows")
+        out = np.empty((flat.size, self.file.dim), np.float32)
+        on_file = flat < self.written
+        if on_file.any():
+            out[on_file] = self.file.rows(flat[on_file])
+        if not on_file.all():
+            out[~on_file] = self.memory[flat[~on_file] - self.written]
+        return out.reshape(*rows.shape, self.file.dim)
+
+    def blocks(self, block_rows: int) -> Iterator[np.ndarray]:
+        """Every row, in order, ``block_rows`` at a time."""
+        for start in range(0, len(self), block_rows):
+            yield self.rows(np.arange(start, min(start + block_rows, len(self))))
+
+
+#: A table's rows: in memory, mapped from a file, or on the disk and in memory.
+Rows = np.ndarray | SpilledMatrix
+
+
+def take_rows(matrix: Rows, rows: np.ndarray) -> np.ndarray:
     """``matrix[rows]`` as a new array: from file reads where ``matrix`` is a
-    ``FileMatrix`` that reads its file, so that no page of it is mapped in."""
-    if isinstance(matrix, FileMatrix) and matrix.reads_file:
+    ``FileMatrix`` that reads its file, or a ``SpilledMatrix``, so that no page of it is
+    mapped in."""
+    if isinstance(matrix, SpilledMatrix) or (isinstance(matrix, FileMatrix) and matrix.reads_file):
         return matrix.rows(rows)
     return np.asarray(matrix[rows])

@@ -28,7 +28,7 @@ from typing import Protocol, TypeVar
 import numkong
 import numpy as np
 
-from kg.file_matrix import FileMatrix
+from kg.file_matrix import FileMatrix, Rows, SpilledMatrix
 
 FLOAT_SLACK = 1e-4
 """Covers float32 arithmetic: an exact score summed in float32 (384 terms, at most 2.3e-5
@@ -61,7 +61,7 @@ class Int8Rows:
         return cls(np.zeros((rows, dim), np.int8), np.zeros(rows, np.float32))
 
     @classmethod
-    def of(cls, matrix: np.ndarray) -> Int8Rows:
+    def of(cls, matrix: Rows) -> Int8Rows:
         """The codes of every row of ``matrix``, a block at a time. A ``FileMatrix`` is
         read with file reads, not through its mapping, so that the pages read stay out of
         the process's RSS (3.2 GB at 2 million rows)."""
@@ -187,7 +187,7 @@ class RowWriter(Protocol):
 Writer = TypeVar("Writer", bound=RowWriter)
 
 
-def write_all(coded: Writer, matrix: np.ndarray) -> Writer:
+def write_all(coded: Writer, matrix: Rows) -> Writer:
     """Write every row of ``matrix`` into ``coded``, a block at a time (``blocks``)."""
     start = 0
     for block in blocks(matrix):
@@ -196,9 +196,10 @@ def write_all(coded: Writer, matrix: np.ndarray) -> Writer:
     return coded
 
 
-def blocks(matrix: np.ndarray) -> Iterator[np.ndarray]:
-    """``matrix`` a block of rows at a time: from its file where it is a ``FileMatrix``."""
-    if isinstance(matrix, FileMatrix) and matrix.reads_file:
+def blocks(matrix: Rows) -> Iterator[np.ndarray]:
+    """``matrix`` a block of rows at a time: from its file where it is a ``FileMatrix``
+    or a ``SpilledMatrix``."""
+    if isinstance(matrix, SpilledMatrix) or (isinstance(matrix, FileMatrix) and matrix.reads_file):
         yield from matrix.blocks(BLOCK_ROWS)
         return
     for start in range(0, len(matrix), BLOCK_ROWS):

@@ -45,7 +45,7 @@ from threadpoolctl import ThreadpoolController
 
 from kg import cells as cell_fit
 from kg.cells import CellOrder, Cells
-from kg.file_matrix import take_rows
+from kg.file_matrix import Rows, take_rows
 from kg.int8_rows import BLOCK_ROWS, Int8Rows, gather_rows, write_all
 
 LEAD = 128
@@ -85,7 +85,7 @@ class Rotation:
         return len(self.basis)
 
     @classmethod
-    def fit(cls, matrix: np.ndarray) -> Rotation:
+    def fit(cls, matrix: Rows) -> Rotation:
         """The principal axes (not centred: dot products are what is kept) of up to
         ``SAMPLE_ROWS`` evenly spaced rows of ``matrix`` (a ``FileMatrix``'s by file
         reads)."""
@@ -95,7 +95,7 @@ class Rotation:
         _, axes = np.linalg.eigh(sample.T @ sample)  # ascending, axes in columns
         return cls(np.ascontiguousarray(axes[:, ::-1].T, dtype=np.float32))
 
-    def with_cells(self, matrix: np.ndarray) -> Rotation:
+    def with_cells(self, matrix: Rows) -> Rotation:
         """This basis with cells fit to ``matrix``'s rows (``kg.cells``)."""
         sample = take_rows(matrix, cell_fit.sample_rows(len(matrix)))
         lead = self.turn(sample)[:, :LEAD]
@@ -171,7 +171,7 @@ class LeadRows:
         )
 
     @classmethod
-    def of(cls, matrix: np.ndarray, rotation: Rotation) -> LeadRows:
+    def of(cls, matrix: Rows, rotation: Rotation) -> LeadRows:
         """The codes of every row of ``matrix``, a block at a time (file reads for a
         ``FileMatrix``, as ``Int8Rows.of``); with cells, laid out in cell order here (a
         start's), not by the first question (0.3 s at 2.1 million rows)."""
@@ -356,7 +356,7 @@ Codes = Int8Rows | LeadRows
 """A part of a table's codes, plain or turned."""
 
 
-def fit_rotation(matrix: np.ndarray, saved: Rotation | None = None) -> Rotation | None:
+def fit_rotation(matrix: Rows, saved: Rotation | None = None) -> Rotation | None:
     """The rotation to code ``matrix``'s rows by: ``saved`` (the table's so far) where it
     fits their width, else one fit to them where they are ``MIN_ROWS`` or more and wide
     enough to keep ``LEAD`` values apart; None (code them plain) otherwise. Its cells are
@@ -371,7 +371,7 @@ def fit_rotation(matrix: np.ndarray, saved: Rotation | None = None) -> Rotation 
     return rotation
 
 
-def code_rows(matrix: np.ndarray, saved: Rotation | None = None) -> Codes:
+def code_rows(matrix: Rows, saved: Rotation | None = None) -> Codes:
     """The codes of ``matrix``'s rows: turned by ``fit_rotation``'s rotation, else
     plain."""
     rotation = fit_rotation(matrix, saved)

@@ -36,13 +36,14 @@ import numpy as np
 
 from durable import TEMP_SUFFIX, atomic_write
 from kg.edge_lists import ChunkIndex
-from kg.embeddings import EmbeddingTable, RowMatrix
+from kg.embeddings import EmbeddingTable
 from kg.file_matrix import FileMatrix
 from kg.graph_file import GRAPH_DB_FILE, NODE, TRIPLE, GraphFile, GraphRows, Vectors, VectorSink
 from kg.index import EDGE_LISTS, GraphSnapshot
 from kg.lead_rows import Rotation, code_rows
 from kg.models import shared
 from kg.numbering import INDEX
+from kg.row_matrix import RowMatrix
 from kg.vector_rows import VectorRows
 
 log = logging.getLogger(__name__)
@@ -303,8 +304,9 @@ def table_vectors(snapshot: GraphSnapshot) -> tuple[Vectors, Vectors]:
     texts = [""] * len(snapshot.edge_vectors.matrix)
     for text, row in zip(snapshot.edge_text, snapshot.edge_vectors.rows.tolist(), strict=True):
         texts[row] = text
-    nodes = snapshot.node_vectors.matrix
+    nodes, triples = snapshot.node_vectors.matrix, snapshot.edge_vectors.matrix
+    assert isinstance(nodes.tail, np.ndarray) and isinstance(triples.tail, np.ndarray)
     return (
         Vectors(list(snapshot.node_keys), nodes.tail, nodes.codes[1] if nodes.codes else None),
-        Vectors(texts, snapshot.edge_vectors.matrix.tail),
+        Vectors(texts, triples.tail),
     )

@@ -69,6 +69,7 @@ class KnowledgeGraph:
         self._lock = threading.RLock()
         self._node_vectors = EmbeddingTable(quantized=True)  # a question scans every row
         self._triple_vectors = EmbeddingTable()
+        self._spill_tables()
         self._axes: Rotation | None = None  # the entity codes' rotation kept in the folder
         self._snapshot = GraphSnapshot()
         self._versions: dict[str, str] = {}
@@ -326,6 +327,13 @@ class KnowledgeGraph:
             nodes.keys, nodes.matrix, quantized=True, codes=nodes.codes, rotation=self._axes
         )
         self._triple_vectors = EmbeddingTable.adopt(triples.keys, triples.matrix)
+        self._spill_tables()
+
+    def _spill_tables(self) -> None:
+        """The vectors the tables add past a size go to files in the folder, where a
+        graph that writes files keeps them (``kg.tail_rows``)."""
+        for table in (self._node_vectors, self._triple_vectors):
+            table.spill_to(self._folder if self._autosave else None)
 
     def _keep_axes(self) -> None:
         """Keep the entity codes' rotation for the next start (``kg.axes_file.keep``)."""
@@ -373,6 +381,7 @@ class KnowledgeGraph:
             )
             if tables is not None:  # else they stay (logged)
                 self._node_vectors, self._triple_vectors = tables
+                self._spill_tables()
                 self._snapshot = self._snapshot.with_vectors(*tables)
                 self._vectors_read = False
         heap.trim()

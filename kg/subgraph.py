@@ -29,12 +29,13 @@ from typing import Protocol
 
 import numpy as np
 
-from kg.embeddings import dot_rows, normalize_rows
+from kg.embeddings import normalize_rows
 from kg.index import GraphSnapshot
 from kg.intent import RelationIntent
 from kg.models import ScoredTriple, TripleSource
 from kg.normalize import EntityNormalizer
 from kg.paths import DEFAULT_WEIGHTS, PathWeights, rank_paths
+from kg.row_matrix import dot_rows
 from kg.store import KnowledgeGraph
 from kg.vector_rows import VectorRows
 

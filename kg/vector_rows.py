@@ -12,10 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from kg.embeddings import EmbeddingTable, RowMatrix, dot_rows
+from kg.embeddings import EmbeddingTable
 from kg.int8_rows import Int8Rows
 from kg.lead_rows import Codes
 from kg.numbering import INDEX
+from kg.row_matrix import RowMatrix, dot_rows
 
 SCORE_MARGIN = 1e-5
 """How far apart two scores must be for six-decimal rounding to keep them apart, with room."""

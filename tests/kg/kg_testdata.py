@@ -8,8 +8,9 @@ from typing import Any
 import numpy as np
 
 from kg import EmbedFn, Triple, TripleExtractor
-from kg.embeddings import dot_rows, normalize_rows
+from kg.embeddings import normalize_rows
 from kg.index import EDGE_LISTS, GraphSnapshot
+from kg.row_matrix import dot_rows
 from kg.vector_rows import VectorRows
 
 

@@ -19,8 +19,9 @@ import kg.lead_rows as lead_rows
 from durable import TEMP_SUFFIX
 from kg import KnowledgeGraph, axes_file, snapshot_file
 from kg.cells import Cells
-from kg.embeddings import EmbeddingTable, dot_rows, normalize_rows
+from kg.embeddings import EmbeddingTable, normalize_rows
 from kg.lead_rows import LEAD, LeadRows, Rotation, fit_rotation, screen
+from kg.row_matrix import dot_rows
 from kg.vector_rows import VectorRows
 from tests.kg.kg_testdata import (
     ROW_DIM,

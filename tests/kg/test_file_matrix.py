@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 import kg.file_matrix
-from kg.embeddings import EmbeddingTable, RowMatrix
+from kg.embeddings import EmbeddingTable
 from kg.file_matrix import FileMatrix, take_rows
 from kg.int8_rows import Int8Rows
+from kg.row_matrix import RowMatrix
 
 SMAPS = Path("/proc/self/smaps")
 

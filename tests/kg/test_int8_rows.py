@@ -8,10 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kg.embeddings import EmbeddingTable, dot_rows, normalize_rows
+from kg.embeddings import EmbeddingTable, normalize_rows
 from kg.file_matrix import FileMatrix
 from kg.int8_rows import Int8Rows, blocks, gather_rows
 from kg.lead_rows import estimate
+from kg.row_matrix import dot_rows
 from kg.vector_rows import VectorRows
 from tests.kg.kg_testdata import candidates_choice, full_scan_choice
 

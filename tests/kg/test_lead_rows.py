@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 import kg.lead_rows as lead_rows
-from kg.embeddings import EmbeddingTable, dot_rows, normalize_rows
+from kg.embeddings import EmbeddingTable, normalize_rows
 from kg.int8_rows import Int8Rows
 from kg.lead_rows import LEAD, LeadRows, Rotation, code_rows, estimate, gather, screen
+from kg.row_matrix import dot_rows
 from kg.vector_rows import VectorRows
 from tests.kg.kg_testdata import (
     candidates_choice,
