@@ -69,9 +69,9 @@ class EmbeddingTable:
 
     A table ``adopt`` made over a read-only matrix (one mapped from a file) keeps it as the
     ``RowMatrix``'s base and writes new rows after it, in memory, and past a size in a
-    file of no name in the folder ``spill_to`` names (``kg.tail_rows``). Compaction moves only the rows in
-    memory: the base's dropped rows cost no memory of the process's own, and the next
-    clean stop saves the snapshot without them.
+    file of no name in the folder ``spill_to`` names (``kg.tail_rows``). Compaction moves
+    only the rows written after the base: the base's dropped rows cost no memory of the
+    process's own, and the next clean stop saves the snapshot without them.
 
     A ``quantized`` table also keeps every row's int8 codes (``kg.int8_rows``), in memory:
     the entities' table, whose every row a question's similarity scan reads. Its rows are

@@ -130,6 +130,10 @@ class Int8Rows:
             dots *= np.float32(unit)
         return dots[0], slack
 
+    def slack(self, query: np.ndarray) -> float:
+        """The slack of ``scores`` of the float32 ``query``, without reading any row."""
+        return self._query(query)[2]
+
     def _query(self, query: np.ndarray) -> tuple[np.ndarray, float, float]:
         """The query's codes and unit, and the slack of its scores with these rows."""
         codes, unit, q_error, q_norm = _code(np.asarray(query, np.float32)[None, :])

@@ -272,23 +272,26 @@ class LeadRows:
         order = self._cell_order()
         assert cells is not None and order is not None
         turned = self.rotation.turn_query(query)
-        near = cells.near(turned[:LEAD])
-        rows, lead, rest_norm, lead_slack = order.read(near, turned[:LEAD])
+        lead_query, rest_query = turned[:LEAD], turned[LEAD:]
+        near = cells.near(lead_query)
         settled = len(order)
+        # The slack is known before any row is read: each part's bound from its codes'.
+        lead_slack = order.lead.slack(lead_query)
+        if settled < len(self):
+            lead_slack = max(lead_slack, self.lead.slack(lead_query))
+        lead_slack += self._turn_slack(query)
+        reach = _reach(rest_query)
+        rows, lead = order.read(near, lead_query, reach, floor - lead_slack)
         if settled < len(self):  # rows written after the order: theirs read in place
             assert self.cell is not None
             tail = settled + np.flatnonzero(np.isin(self.cell[settled:], near))
-            tail_lead, tail_slack = self.lead.scores(turned[:LEAD], tail)
-            rows = np.concatenate([rows, tail])
-            lead = np.concatenate([lead, tail_lead])
-            rest_norm = np.concatenate([rest_norm, self.rest_norm[tail]])
-            lead_slack = max(lead_slack, tail_slack)
-        lead_slack += self._turn_slack(query)
-        rest_query = turned[LEAD:]
-        bound = np.multiply(rest_norm, np.float32(_reach(rest_query)))
-        bound += lead
-        kept = np.flatnonzero(bound >= floor - lead_slack)
-        ascending = kept[np.argsort(rows[kept])]
+            tail_lead, _ = self.lead.scores(lead_query, tail)
+            bound = np.multiply(self.rest_norm[tail], np.float32(reach))
+            bound += tail_lead
+            kept = np.flatnonzero(bound >= floor - lead_slack)
+            rows = np.concatenate([rows, tail[kept]])
+            lead = np.concatenate([lead, tail_lead[kept]])
+        ascending = np.argsort(rows)
         rows, lead = rows[ascending], lead[ascending]
         rest, rest_slack = self.rest.scores(rest_query, rows)
         return rows, lead + rest, lead_slack + rest_slack
