@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -96,26 +97,37 @@ def test_a_failed_section_ends_the_run_non_zero_naming_it(
     assert "- **scale**: `RuntimeError: injected" in report
 
 
-def test_ctrl_c_ends_the_run_with_130_after_the_report(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+def assert_interrupted_in_scale(
+    section: Callable[..., ScaleResult],
+    code: int,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """Ctrl-C is injected as a ``KeyboardInterrupt`` raised by the scale section; the
-    sections after it do not run."""
+    """``section`` stands in for the scale section and interrupts the run: the sections
+    after it do not run, the command exits ``code`` naming it, after the report."""
     ran: list[str] = []
-
-    def interrupted(quick: bool, work: Path, log: object = None) -> ScaleResult:
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(bench.suite, "run_scale", interrupted)
+    monkeypatch.setattr(bench.suite, "run_scale", section)
     monkeypatch.setitem(bench.suite.SECTION_STEPS, "index", lambda run: ran.append("index"))
     with pytest.raises(SystemExit) as exit_:
         main(["--quick", "--only", "scale,index", "--out", str(tmp_path)])
-    assert exit_.value.code == 130
+    assert exit_.value.code == code
     assert "interrupted in scale" in capsys.readouterr().err
     assert ran == []
     results, report = saved(tmp_path)
     assert results["meta"]["interrupted_in"] == "scale"
     assert "interrupted in scale: partial results" in report
+
+
+def test_ctrl_c_ends_the_run_with_130_after_the_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C is injected as a ``KeyboardInterrupt`` raised by the scale section."""
+
+    def interrupted(quick: bool, work: Path, log: object = None) -> ScaleResult:
+        raise KeyboardInterrupt
+
+    assert_interrupted_in_scale(interrupted, 130, tmp_path, monkeypatch, capsys)
 
 
 def test_sigterm_ends_the_run_with_143_after_the_report(
@@ -124,7 +136,6 @@ def test_sigterm_ends_the_run_with_143_after_the_report(
     """A real SIGTERM, sent to this process by the scale section itself, as a job
     runner's time limit sends one: the report of what was measured is written, the work
     folder removed, and the run exits 143."""
-    ran: list[str] = []
     work: list[Path] = []
 
     def stopped(quick: bool, work_dir: Path, log: object = None) -> ScaleResult:
@@ -133,14 +144,6 @@ def test_sigterm_ends_the_run_with_143_after_the_report(
         time.sleep(10)  # the handler raises before this ends
         raise AssertionError("SIGTERM did not stop the section")
 
-    monkeypatch.setattr(bench.suite, "run_scale", stopped)
-    monkeypatch.setitem(bench.suite.SECTION_STEPS, "index", lambda run: ran.append("index"))
-    with pytest.raises(SystemExit) as exit_:
-        main(["--quick", "--only", "scale,index", "--out", str(tmp_path)])
-    assert exit_.value.code == 143
-    assert "interrupted in scale" in capsys.readouterr().err
-    assert ran == [] and not work[0].exists()
+    assert_interrupted_in_scale(stopped, 143, tmp_path, monkeypatch, capsys)
+    assert not work[0].exists()
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
-    results, report = saved(tmp_path)
-    assert results["meta"]["interrupted_in"] == "scale"
-    assert "interrupted in scale: partial results" in report
