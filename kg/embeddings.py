@@ -309,8 +309,9 @@ class EmbeddingTable:
             self._codes = LeadRows.zeros(len(self._codes), self._rotation)
 
     def _compact(self) -> None:
-        """Move the live rows in memory into a new matrix (the old one stays whole for
-        whoever still reads it); the base's rows keep their numbers."""
+        """Move the live rows written after the base into new rows (``TailRows.compacted``;
+        the old ones stay whole for whoever still reads them); the base's rows keep their
+        numbers."""
         split = len(self._base)
         keys = [k for k, row in self._rows.items() if row >= split]
         moved = self.rows_for(keys) - split
