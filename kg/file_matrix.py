@@ -41,6 +41,8 @@ import numpy as np
 
 _MAX_READ = 1 << 26
 """The most one read asks for (64 MiB)."""
+#: Reads that wait for no disk can be asked for (``_read_cached``): Linux, most file systems.
+_NOWAIT = hasattr(os, "preadv") and hasattr(os, "RWF_NOWAIT")
 
 
 class FileMatrix(np.memmap):
@@ -93,14 +95,55 @@ def read_rows(fd: int, rows: np.ndarray, dim: int, data_offset: int, name: str) 
     """(len(rows), dim) float32 rows read from the file ``fd`` (rows of ``dim`` values
     from ``data_offset`` on; ``rows`` in range)."""
     spans = _spans(rows, dim * 4, data_offset)
-    if len(spans) > 1:
-        _advise(fd, spans)
-    # One read per run of consecutive rows, joined in one copy: reading into slices
-    # of the result cost 5.3 ms for 2,000 rows, this 3.8 ms.
-    data = bytearray().join([os.pread(fd, size, at) for at, size in spans])
+    data = _read_cached(fd, spans, rows.size * dim * 4) if len(spans) > 1 else None
+    if data is None:
+        if len(spans) > 1:
+            _advise(fd, spans)
+        # One read per run of consecutive rows, joined in one copy: reading into slices
+        # of the result cost 5.3 ms for 2,000 rows, this 3.8 ms.
+        data = bytearray().join([os.pread(fd, size, at) for at, size in spans])
     if len(data) != rows.size * dim * 4:
         raise OSError(f"{name}: the file ends before its rows")
     return np.frombuffer(data, np.float32).reshape(rows.size, dim)
+
+
+def _read_cached(fd: int, spans: list[tuple[int, int]], total: int) -> bytearray | None:
+    """The spans read, those in the page cache first without waiting (``RWF_NOWAIT``),
+    then the others announced together and read; None where the file system cannot
+    read so (the caller reads the spans as before).
+
+    Announcing every span first cost a call a span even where the page cache held them
+    all, as it does for a service's questions: 2,000 random rows of the 5 GB triple
+    file at 1,000,000 chunks, 5.1 ms announced then read, 4.4 ms so."""
+    global _NOWAIT
+    if not _NOWAIT:
+        return None
+    data = bytearray(total)
+    view = memoryview(data)
+    missed: list[tuple[int, int, int]] = []  # (place in data, offset in file, bytes)
+    place = 0
+    for at, size in spans:
+        try:
+            done = os.preadv(fd, [view[place : place + size]], at, os.RWF_NOWAIT)
+        except BlockingIOError:  # none of it in the page cache
+            done = 0
+        except OSError as exc:
+            if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                raise
+            _NOWAIT = False
+            return None
+        if done < size:
+            missed.append((place + done, at + done, size - done))
+        place += size
+    if missed:
+        _advise(fd, [(at, size) for _, at, size in missed])
+    for place, at, size in missed:
+        while size:
+            done = os.preadv(fd, [view[place : place + size]], at)
+            if not done:
+                return data[:place]  # the file ends here: the caller says so
+            place, at, size = place + done, at + done, size - done
+    return data
 
 
 def _spans(rows: np.ndarray, row_bytes: int, data_offset: int) -> list[tuple[int, int]]:

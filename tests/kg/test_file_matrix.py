@@ -3,6 +3,7 @@ as the mapping gives, and no page of the file mapped into the process."""
 
 from __future__ import annotations
 
+import errno
 import gc
 import os
 from pathlib import Path
@@ -130,6 +131,8 @@ def test_a_file_cut_short_after_it_was_opened_is_an_os_error(
     np.testing.assert_array_equal(matrix.rows(np.array([0])).shape, (1, 96))
     with pytest.raises(OSError, match="ends before its rows"):
         matrix.rows(np.array([995]))
+    with pytest.raises(OSError, match="ends before its rows"):
+        matrix.rows(np.array([0, 995]))  # scattered: read first where cached, then the rest
 
 
 @pytest.mark.parametrize(
@@ -152,17 +155,17 @@ def test_a_table_adopts_it_as_its_read_only_base(saved_rows: tuple[Path, np.ndar
     np.testing.assert_array_equal(table.gather(["k3", "new", "k999"]), expected)
 
 
-def test_scattered_rows_are_all_announced_before_the_first_read(
-    saved_rows: tuple[Path, np.ndarray], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """So the kernel reads those out of the page cache side by side; a single run is
-    read by one call, unannounced (the kernel reads ahead on its own)."""
-    if not hasattr(os, "posix_fadvise"):
-        pytest.skip("no posix_fadvise here")
-    path, rows = saved_rows
-    matrix = FileMatrix.open(path)
-    calls: list[tuple[str, int, int]] = []
-    advise, read = os.posix_fadvise, os.pread
+Call = tuple[str, int, int]
+
+
+def record_reads(monkeypatch: pytest.MonkeyPatch, miss: frozenset[int] = frozenset()) -> list[Call]:
+    """Record the module's announcements and reads as (kind, offset, bytes); a read
+    that must not wait, of a span starting at an offset in ``miss``, finds none of it in
+    the page cache (injected: ``BlockingIOError``)."""
+    if not kg.file_matrix._NOWAIT or not hasattr(os, "posix_fadvise"):
+        pytest.skip("no reads that wait for no disk here")
+    calls: list[Call] = []
+    advise, read, readv = os.posix_fadvise, os.pread, os.preadv
 
     def advising(fd: int, offset: int, length: int, advice: int) -> None:
         assert advice == os.POSIX_FADV_WILLNEED
@@ -173,18 +176,87 @@ def test_scattered_rows_are_all_announced_before_the_first_read(
         calls.append(("read", offset, size))
         return read(fd, size, offset)
 
+    def reading_into(fd: int, buffers: list[memoryview], offset: int, flags: int = 0) -> int:
+        size = sum(len(b) for b in buffers)
+        if flags == os.RWF_NOWAIT:
+            calls.append(("cached", offset, size))
+            if offset in miss:
+                raise BlockingIOError(errno.EAGAIN, "not in the page cache")
+        else:
+            calls.append(("read", offset, size))
+        return readv(fd, buffers, offset, flags)
+
     monkeypatch.setattr(os, "posix_fadvise", advising)
     monkeypatch.setattr(os, "pread", reading)
-    index = np.array([900, 3, 4, 5, 40])
-    np.testing.assert_array_equal(matrix.rows(index), rows[index])
+    monkeypatch.setattr(os, "preadv", reading_into)
+    return calls
+
+
+def scattered_spans(matrix: FileMatrix) -> tuple[np.ndarray, list[tuple[int, int]]]:
+    """Rows in three runs, and the (offset, bytes) of each run."""
     row = 96 * 4
-    spans = [
-        (matrix.offset + first * row, count * row) for first, count in [(900, 1), (3, 3), (40, 1)]
-    ]
-    assert calls == [("advise", *span) for span in spans] + [("read", *span) for span in spans]
+    runs = [(900, 1), (3, 3), (40, 1)]
+    index = np.array([900, 3, 4, 5, 40])
+    return index, [(matrix.offset + first * row, count * row) for first, count in runs]
+
+
+def test_scattered_rows_in_the_page_cache_are_read_once_each_unannounced(
+    saved_rows: tuple[Path, np.ndarray], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read that waits for no disk per run of rows, nothing announced; a single run
+    is read by one call (the kernel reads ahead on its own)."""
+    path, rows = saved_rows
+    matrix = FileMatrix.open(path)
+    calls = record_reads(monkeypatch)
+    index, spans = scattered_spans(matrix)
+    np.testing.assert_array_equal(matrix.rows(index), rows[index])
+    assert calls == [("cached", *span) for span in spans]
     calls.clear()
+    row = 96 * 4
     matrix.rows(np.arange(10, 20))
     assert calls == [("read", matrix.offset + 10 * row, 10 * row)]
+
+
+def test_rows_out_of_the_page_cache_are_announced_together_then_read(
+    saved_rows: tuple[Path, np.ndarray], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """So the kernel reads them from the disk side by side, not one after another."""
+    path, rows = saved_rows
+    matrix = FileMatrix.open(path)
+    index, spans = scattered_spans(matrix)
+    calls = record_reads(monkeypatch, miss=frozenset({spans[0][0], spans[2][0]}))
+    np.testing.assert_array_equal(matrix.rows(index), rows[index])
+    missed = [spans[0], spans[2]]
+    assert calls == [
+        *[("cached", *span) for span in spans],
+        *[("advise", *span) for span in missed],
+        *[("read", *span) for span in missed],
+    ]
+
+
+def test_a_file_system_without_such_reads_announces_then_reads(
+    saved_rows: tuple[Path, np.ndarray], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Injected: the first read that must not wait fails with ``EOPNOTSUPP``. The rows
+    are read as before it (every run announced, then read), and so are later ones."""
+    path, rows = saved_rows
+    matrix = FileMatrix.open(path)
+    calls = record_reads(monkeypatch)
+    readv = os.preadv
+
+    def unsupported(fd: int, buffers: list[memoryview], offset: int, flags: int = 0) -> int:
+        if flags == os.RWF_NOWAIT:
+            raise OSError(errno.EOPNOTSUPP, "not supported")
+        return readv(fd, buffers, offset, flags)
+
+    monkeypatch.setattr(os, "preadv", unsupported)
+    monkeypatch.setattr(kg.file_matrix, "_NOWAIT", True)
+    index, spans = scattered_spans(matrix)
+    for _ in range(2):
+        np.testing.assert_array_equal(matrix.rows(index), rows[index])
+        assert calls == [("advise", *span) for span in spans] + [("read", *span) for span in spans]
+        calls.clear()
+    assert kg.file_matrix._NOWAIT is False
 
 
 def test_a_long_run_is_read_in_pieces(
