@@ -26,7 +26,8 @@ import numpy as np
 from bench.entity_vectors import VectorShape, real_entity_shape, real_questions
 from bench.scale_records import EntityCellsRow
 from bench.scale_startup import asked_questions
-from kg.lead_rows import LeadRows, Rotation
+from kg.lead_rows import LeadRows
+from kg.rotation import Rotation
 from kg.subgraph import most_similar
 from kg.vector_rows import VectorRows
 from rag.chat.query import retrieval_text

@@ -21,7 +21,7 @@ import numpy as np
 
 from durable import atomic_write, remove_stale_temps
 from kg.cells import Cells
-from kg.lead_rows import Rotation
+from kg.rotation import Rotation
 
 log = logging.getLogger(__name__)
 

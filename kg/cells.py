@@ -136,17 +136,18 @@ class CellOrder:
 
     def read(
         self, cells: np.ndarray, lead_query: np.ndarray, reach: float, floor: float
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """The rows of ``cells`` whose bound reaches ``floor`` (in this order), and their
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The rows of ``cells`` whose bound reaches ``floor`` (in this order), their
         estimates over the leading codes (``Int8Rows.scores_in``; the caller has their
-        slack from ``Int8Rows.slack``). A row's bound is its estimate plus its rest's norm
-        times ``reach``. Only the rows kept are looked up: at 2.1 million rows a question
-        reads 280,000, and gathering every one's row number and norm first took 1-2 ms of
-        a 9 ms screen."""
+        slack from ``Int8Rows.slack``) and their bounds. A row's bound is its estimate
+        plus its rest's norm times ``reach``. Only the rows kept are looked up: at 2.1
+        million rows a question reads 280,000, and gathering every one's row number and
+        norm first took 1-2 ms of a 9 ms screen."""
         spans = [(int(self.starts[c]), int(self.starts[c + 1])) for c in cells.tolist()]
         spans = [(a, b) for a, b in spans if b > a]
         if not spans:
-            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+            empty = np.zeros(0, np.float32)
+            return np.zeros(0, np.int64), empty, empty
         lead, _ = self.lead.scores_in(lead_query, spans)
         bound = np.concatenate([self.rest_norm[a:b] for a, b in spans])
         bound *= np.float32(reach)
@@ -156,4 +157,4 @@ class CellOrder:
         starts = np.array([a for a, _ in spans], np.int64)
         offsets = np.cumsum([0, *(b - a for a, b in spans)])
         span = np.searchsorted(offsets, kept, side="right") - 1
-        return self.rows[starts[span] + kept - offsets[span]], lead[kept]
+        return self.rows[starts[span] + kept - offsets[span]], lead[kept], bound[kept]

@@ -16,15 +16,9 @@ from pathlib import Path
 import numpy as np
 
 from kg.int8_rows import Int8Rows, write_all
-from kg.lead_rows import (
-    Codes,
-    LeadRows,
-    Rotation,
-    code_rows,
-    fit_rotation,
-    rotation_of,
-)
+from kg.lead_rows import Codes, LeadRows, code_rows, fit_rotation, rotation_of
 from kg.numbering import INDEX
+from kg.rotation import Rotation
 from kg.row_matrix import RowMatrix
 from kg.tail_rows import TailRows
 

@@ -36,26 +36,18 @@ nearest the question.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
-from dataclasses import dataclass
-from functools import cache
 
 import numpy as np
-from threadpoolctl import ThreadpoolController
 
 from kg import cells as cell_fit
-from kg.cells import CellOrder, Cells
-from kg.file_matrix import Rows, take_rows
+from kg.best_rows import Best, can_be_best
+from kg.cells import CellOrder
+from kg.file_matrix import Rows
 from kg.int8_rows import BLOCK_ROWS, Int8Rows, gather_rows, write_all
-
-LEAD = 128
-"""Values read from every row: 81 % of the real entities' energy (a third of the bytes)."""
+from kg.rotation import LEAD, Rotation, one_blas_thread
 
 MIN_ROWS = 16_384
 """Rows needed to fit a rotation; fewer are coded plain."""
-
-SAMPLE_ROWS = 4_096
-"""Rows a rotation is fit from, evenly spaced."""
 
 DENSE_SHARE = 0.25
 """Above this share of rows reaching the floor, the rest is read for every row."""
@@ -70,68 +62,6 @@ TURN_SLACK = 1e-3
 """Covers the rotation's float32 arithmetic, per unit of ||q|| ||x||: a row turned in
 float32 is at most 384 units in the last place per value off (4.5e-4 in norm), the
 question is turned in float64, and the float32 basis is orthonormal to about 2.4e-6."""
-
-
-@dataclass(frozen=True, eq=False)
-class Rotation:
-    """An orthonormal basis (rows by falling variance of the rows it was fit to), and
-    the cells its leading axes are divided into, where the table is large."""
-
-    basis: np.ndarray  # (dim, dim) float32
-    cells: Cells | None = None
-
-    @property
-    def dim(self) -> int:
-        return len(self.basis)
-
-    @classmethod
-    def fit(cls, matrix: Rows) -> Rotation:
-        """The principal axes (not centred: dot products are what is kept) of up to
-        ``SAMPLE_ROWS`` evenly spaced rows of ``matrix`` (a ``FileMatrix``'s by file
-        reads)."""
-        step = max(1, len(matrix) // SAMPLE_ROWS)
-        sample = take_rows(matrix, np.arange(0, len(matrix), step)[:SAMPLE_ROWS])
-        sample = np.asarray(sample, np.float64)
-        _, axes = np.linalg.eigh(sample.T @ sample)  # ascending, axes in columns
-        return cls(np.ascontiguousarray(axes[:, ::-1].T, dtype=np.float32))
-
-    def with_cells(self, matrix: Rows) -> Rotation:
-        """This basis with cells fit to ``matrix``'s rows (``kg.cells``)."""
-        sample = take_rows(matrix, cell_fit.sample_rows(len(matrix)))
-        lead = self.turn(sample)[:, :LEAD]
-        with _one_blas_thread():
-            return Rotation(self.basis, Cells.fit(lead, len(matrix)))
-
-    def turn_query(self, query: np.ndarray) -> np.ndarray:
-        """A question on the axes (turned in float64, then float32: ``TURN_SLACK``)."""
-        basis = self.basis.astype(np.float64)
-        return (basis @ np.asarray(query, np.float64)).astype(np.float32)
-
-    def cells_near(self, query: np.ndarray) -> np.ndarray:
-        """The cells a screen of ``query`` reads (``kg.cells``; none without cells)."""
-        if self.cells is None:
-            return np.zeros(0, np.int64)
-        return self.cells.near(self.turn_query(query)[:LEAD])
-
-    def turn(self, rows: np.ndarray) -> np.ndarray:
-        """``rows`` (n, dim) on the axes, on one BLAS thread: vLLM-CPU spins on the other
-        core (as the embedder runs on one thread), and OpenBLAS's second thread would
-        also keep 25 MiB of work buffers for the process's life."""
-        with _one_blas_thread():
-            return _product(np.asarray(rows, np.float32), self.basis.T)
-
-
-def _product(rows: np.ndarray, basis: np.ndarray) -> np.ndarray:
-    return rows @ basis
-
-
-@cache
-def _blas_threads() -> ThreadpoolController:
-    return ThreadpoolController()
-
-
-def _one_blas_thread() -> AbstractContextManager[object]:
-    return _blas_threads().limit(limits=1, user_api="blas")
 
 
 class LeadRows:
@@ -193,7 +123,7 @@ class LeadRows:
             norms = np.sqrt(np.einsum("ij,ij->i", rest, rest))
             self.rest_norm[at : at + len(turned)] = norms * np.float32(1 + 1e-6)
             if self.cell is not None and self.rotation.cells is not None:
-                with _one_blas_thread():
+                with one_blas_thread():
                     self.cell[at : at + len(turned)] = self.rotation.cells.assign(turned[:, :LEAD])
 
     def head(self, rows: int) -> LeadRows:
@@ -247,17 +177,22 @@ class LeadRows:
         rest, rest_slack = self.rest.scores(turned[LEAD:])
         return lead + rest, lead_slack + rest_slack
 
-    def screen(self, query: np.ndarray, floor: float) -> tuple[np.ndarray, np.ndarray, float]:
+    def screen(
+        self, query: np.ndarray, floor: float, best: Best | None = None
+    ) -> tuple[np.ndarray, np.ndarray, float]:
         """The rows whose exact score with ``query`` can reach ``floor`` (ascending),
-        their estimates, and the slack (module docstring); with cells, of the rows in
+        their estimates, and the slack (module docstring); with ``best``, of those the
+        ones that can be among the best (``kg.best_rows``); with cells, of the rows in
         the cells nearest ``query`` alone (``kg.cells``)."""
         if self.cell is not None:
-            return self._screen_cells(query, floor)
+            return self._screen_cells(query, floor, best)
         turned, lead, lead_slack = self._lead(query)
         rest_query = turned[LEAD:]
         bound = np.multiply(self.rest_norm, np.float32(_reach(rest_query)))
         bound += lead
         kept = np.flatnonzero(bound >= floor - lead_slack)
+        if best is not None:
+            kept = kept[self._best(kept, lead[kept], bound[kept], lead_slack, rest_query, best)]
         if kept.size > DENSE_SHARE * len(self):
             rest, rest_slack = self.rest.scores(rest_query)
             return kept, lead[kept] + rest[kept], lead_slack + rest_slack
@@ -265,7 +200,7 @@ class LeadRows:
         return kept, lead[kept] + rest, lead_slack + rest_slack
 
     def _screen_cells(
-        self, query: np.ndarray, floor: float
+        self, query: np.ndarray, floor: float, best: Best | None
     ) -> tuple[np.ndarray, np.ndarray, float]:
         """``screen`` over the rows of the cells nearest ``query`` (``kg.cells``)."""
         cells = self.rotation.cells
@@ -281,20 +216,45 @@ class LeadRows:
             lead_slack = max(lead_slack, self.lead.slack(lead_query))
         lead_slack += self._turn_slack(query)
         reach = _reach(rest_query)
-        rows, lead = order.read(near, lead_query, reach, floor - lead_slack)
+        rows, lead, bound = order.read(near, lead_query, reach, floor - lead_slack)
         if settled < len(self):  # rows written after the order: theirs read in place
             assert self.cell is not None
             tail = settled + np.flatnonzero(np.isin(self.cell[settled:], near))
             tail_lead, _ = self.lead.scores(lead_query, tail)
-            bound = np.multiply(self.rest_norm[tail], np.float32(reach))
-            bound += tail_lead
-            kept = np.flatnonzero(bound >= floor - lead_slack)
+            tail_bound = np.multiply(self.rest_norm[tail], np.float32(reach))
+            tail_bound += tail_lead
+            kept = np.flatnonzero(tail_bound >= floor - lead_slack)
             rows = np.concatenate([rows, tail[kept]])
             lead = np.concatenate([lead, tail_lead[kept]])
+            bound = np.concatenate([bound, tail_bound[kept]])
+        if best is not None:
+            chosen = self._best(rows, lead, bound, lead_slack, rest_query, best)
+            rows, lead = rows[chosen], lead[chosen]
         ascending = np.argsort(rows)
         rows, lead = rows[ascending], lead[ascending]
         rest, rest_slack = self.rest.scores(rest_query, rows)
         return rows, lead + rest, lead_slack + rest_slack
+
+    def _best(
+        self,
+        rows: np.ndarray,
+        lead: np.ndarray,
+        bound: np.ndarray,
+        lead_slack: float,
+        rest_query: np.ndarray,
+        best: Best,
+    ) -> np.ndarray | slice:
+        """Where in ``rows`` (with their leading estimates and bounds) the rows that can
+        be among ``best`` are (``kg.best_rows``): a row's exact score is at most its bound
+        plus ``lead_slack``, and at least its full estimate less both slacks."""
+        slack = lead_slack + self.rest.slack(rest_query)
+
+        def lower_of(at: np.ndarray) -> np.ndarray:
+            rest, _ = self.rest.scores(rest_query, rows[at])
+            return lead[at] + rest - np.float32(slack)
+
+        chosen = can_be_best(bound + np.float32(lead_slack), lower_of, best)
+        return slice(None) if chosen is None else chosen
 
     def _cell_order(self) -> CellOrder | None:
         """The cell order (``kg.cells.CellOrder``) of this part's first rows, all of them
@@ -396,17 +356,18 @@ def estimate(parts: Sequence[Codes], query: np.ndarray) -> tuple[np.ndarray, flo
 
 
 def screen(
-    parts: Sequence[Codes], query: np.ndarray, floor: float
+    parts: Sequence[Codes], query: np.ndarray, floor: float, best: Best | None = None
 ) -> tuple[np.ndarray, np.ndarray, float]:
     """The rows (numbered as ``estimate`` numbers them, ascending) whose exact score with
-    ``query`` can reach ``floor``, their estimates, and the slack. Turned parts drop most
-    rows after their leading codes; plain ones estimate every row."""
+    ``query`` can reach ``floor``, their estimates, and the slack; with ``best``, turned
+    parts leave out rows that cannot be among the best (``kg.best_rows``). Turned parts
+    drop most rows after their leading codes; plain ones estimate every row."""
     found, estimates, slacks, start = [], [], [0.0], 0
     for part in parts:
         if not len(part):  # a table's empty base, or tail: nothing to code the query for
             continue
         if isinstance(part, LeadRows):
-            rows, scores, slack = part.screen(query, floor)
+            rows, scores, slack = part.screen(query, floor, best)
         else:
             every, slack = part.scores(query)
             rows = np.flatnonzero(every >= floor - slack)

@@ -8,9 +8,11 @@ from typing import Any
 
 import numpy as np
 
+from kg.best_rows import Best
 from kg.file_matrix import Rows, take_rows
 from kg.int8_rows import FLOAT_SLACK, blocks
-from kg.lead_rows import Codes, Rotation, estimate, gather, rotation_of, screen
+from kg.lead_rows import Codes, estimate, gather, rotation_of, screen
+from kg.rotation import Rotation
 
 
 def dot_rows(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
@@ -103,12 +105,15 @@ class RowMatrix:
             return self.dot(vector), FLOAT_SLACK
         return estimate(self.codes, vector)
 
-    def screen(self, vector: np.ndarray, floor: float) -> tuple[np.ndarray, np.ndarray, float]:
+    def screen(
+        self, vector: np.ndarray, floor: float, best: Best | None = None
+    ) -> tuple[np.ndarray, np.ndarray, float]:
         """The rows (ascending) whose exact dot product with ``vector`` can reach
         ``floor``, their estimates, and the slack, as ``estimate``'s (turned codes drop
-        most rows after their leading values: ``kg.lead_rows``)."""
+        most rows after their leading values, and with ``best`` those that cannot be
+        among the best: ``kg.lead_rows``)."""
         if self.codes is None:
             every = self.dot(vector)
             rows = np.flatnonzero(every >= floor - FLOAT_SLACK)
             return rows, every[rows], FLOAT_SLACK
-        return screen(self.codes, vector, floor)
+        return screen(self.codes, vector, floor, best)

@@ -40,9 +40,10 @@ from kg.embeddings import EmbeddingTable
 from kg.file_matrix import FileMatrix
 from kg.graph_file import GRAPH_DB_FILE, NODE, TRIPLE, GraphFile, GraphRows, Vectors, VectorSink
 from kg.index import EDGE_LISTS, GraphSnapshot
-from kg.lead_rows import Rotation, code_rows
+from kg.lead_rows import code_rows
 from kg.models import shared
 from kg.numbering import INDEX
+from kg.rotation import Rotation
 from kg.row_matrix import RowMatrix
 from kg.vector_rows import VectorRows
 

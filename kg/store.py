@@ -36,10 +36,10 @@ from kg.graph_file import (
     node_names,
 )
 from kg.index import GraphSnapshot
-from kg.lead_rows import Rotation
 from kg.legacy import read_legacy_folder
 from kg.models import EntityInfo, Neighbourhood, Triple
 from kg.normalize import EntityNormalizer, default_normalizer
+from kg.rotation import Rotation
 from kg.views import around, document_triples, search_entities, stored_rows
 
 log = logging.getLogger(__name__)

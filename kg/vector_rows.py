@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from kg.best_rows import Best
 from kg.embeddings import EmbeddingTable
 from kg.int8_rows import Int8Rows
 from kg.lead_rows import Codes
@@ -115,7 +116,8 @@ class VectorRows:
             estimates = estimates[self.rows]
             items = np.arange(len(self.rows))
         else:
-            rows, estimates, slack = self.matrix.screen(vector, floor - SCORE_MARGIN)
+            best = Best(count, SCORE_MARGIN)
+            rows, estimates, slack = self.matrix.screen(vector, floor - SCORE_MARGIN, best)
             items = index[rows].astype(np.int64)
         near = (items >= 0) & (estimates >= floor - slack - SCORE_MARGIN)
         items, estimates = items[near], estimates[near]

@@ -9,7 +9,7 @@ import pytest
 from bench import entity_vectors
 from bench.entity_vectors import ShapedEmbedder, VectorShape
 from kg.embeddings import normalize_rows
-from kg.lead_rows import LEAD, Rotation
+from kg.rotation import LEAD, Rotation
 
 
 def _real_like(rng: np.random.Generator, count: int, dim: int = 384) -> np.ndarray:

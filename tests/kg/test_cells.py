@@ -20,7 +20,8 @@ from durable import TEMP_SUFFIX
 from kg import KnowledgeGraph, axes_file, snapshot_file
 from kg.cells import Cells
 from kg.embeddings import EmbeddingTable, normalize_rows
-from kg.lead_rows import LEAD, LeadRows, Rotation, fit_rotation, screen
+from kg.lead_rows import LeadRows, fit_rotation, screen
+from kg.rotation import LEAD, Rotation
 from kg.row_matrix import dot_rows
 from kg.vector_rows import VectorRows
 from tests.kg.kg_testdata import (

@@ -10,9 +10,11 @@ import numpy as np
 import pytest
 
 import kg.lead_rows as lead_rows
+import kg.rotation as rotation_module
 from kg.embeddings import EmbeddingTable, normalize_rows
 from kg.int8_rows import Int8Rows
-from kg.lead_rows import LEAD, LeadRows, Rotation, code_rows, estimate, gather, screen
+from kg.lead_rows import LeadRows, code_rows, estimate, gather, screen
+from kg.rotation import LEAD, Rotation
 from kg.row_matrix import dot_rows
 from kg.vector_rows import VectorRows
 from tests.kg.kg_testdata import (
@@ -38,7 +40,7 @@ def few_rows_turn(monkeypatch: pytest.MonkeyPatch) -> int:
 def test_rows_are_turned_on_one_blas_thread(monkeypatch: pytest.MonkeyPatch) -> None:
     """vLLM-CPU spins on the other core; the rotation's product must not take it."""
     seen: list[int] = []
-    blas = lead_rows._blas_threads()
+    blas = rotation_module._blas_threads()
 
     def product(rows: np.ndarray, basis: np.ndarray) -> np.ndarray:
         seen.extend(i["num_threads"] for i in blas.info() if i["user_api"] == "blas")
@@ -46,7 +48,7 @@ def test_rows_are_turned_on_one_blas_thread(monkeypatch: pytest.MonkeyPatch) -> 
 
     rows = random_rows(np.random.default_rng(0), 600)
     rotation = Rotation.fit(rows)
-    monkeypatch.setattr(lead_rows, "_product", product)
+    monkeypatch.setattr(rotation_module, "_product", product)
     LeadRows.of(rows, rotation)
     assert seen and set(seen) == {1}
 
