@@ -54,7 +54,7 @@ class Rotation:
             return Rotation(self.basis, Cells.fit(lead, len(matrix)))
 
     def turn_query(self, query: np.ndarray) -> np.ndarray:
-        """A question on the axes (turned in float64, then float32: ``TURN_SLACK``)."""
+        """A question on the axes (turned in float64, then float32: ``kg.lead_rows.TURN_SLACK``)."""
         basis = self.basis.astype(np.float64)
         return (basis @ np.asarray(query, np.float64)).astype(np.float32)
 
