@@ -18,7 +18,7 @@ from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from api.config import Settings
-from api.guards import ChatLimiter
+from api.guards import ChatLimiter, ChatSlot
 from api.metrics import ServiceMetrics
 from api.runtime import Runtime
 from kg.store import KnowledgeGraph
@@ -180,12 +180,16 @@ async def get_chat_limiter(request: Request) -> ChatLimiter:
 
 async def chat_slot(
     client: ClientDep, limiter: Annotated[ChatLimiter, Depends(get_chat_limiter)]
-) -> AsyncIterator[None]:
-    """Per-client rate and concurrency limits on chats (429 with Retry-After); the slot is
-    held until the response, streamed or not, has been sent."""
-    async with limiter.slot(client):
-        yield
+) -> AsyncIterator[ChatSlot]:
+    """Per-client rate and concurrency limits on chats (429 with Retry-After). The slot is
+    held until the route releases it, its answer complete, or else until the response has
+    been sent."""
+    async with limiter.slot(client) as held:
+        yield held
 
 
 ApiKeyDep = Depends(require_api_key)
 ChatSlotDep = Depends(chat_slot)
+"""Every chat router's dependency: no chat route can go unlimited."""
+HeldSlotDep = Annotated[ChatSlot, ChatSlotDep]
+"""The same slot (FastAPI solves a dependency once a request), for a route to release."""

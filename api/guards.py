@@ -118,6 +118,30 @@ def too_many_requests(problem: str, retry_after_s: int) -> HTTPException:
     )
 
 
+class ChatSlot:
+    """One chat's hold on one of its client's slots.
+
+    ``release`` gives the slot back at once, and only once. A route releases it as soon as
+    its answer is complete, before the answer's last bytes go out: the dependency's exit
+    runs only after the response has been sent, so a client that asked again the moment it
+    had read an answer was refused (a 429) for the answer it had just been given. The exit
+    still releases what a route did not (a failure, a client gone).
+    """
+
+    def __init__(self, active: Counter[str], client: str) -> None:
+        self._active = active
+        self._client = client
+        self._held = True
+
+    def release(self) -> None:
+        if not self._held:
+            return
+        self._held = False
+        self._active[self._client] -= 1
+        if self._active[self._client] <= 0:
+            del self._active[self._client]
+
+
 class ChatLimiter:
     """Per-client chat limits, both off unless configured: a rate in ``limits``' notation
     (``"5/second;100/minute"``) and a number of chats in flight."""
@@ -129,20 +153,24 @@ class ChatLimiter:
         self._active: Counter[str] = Counter()
 
     @asynccontextmanager
-    async def slot(self, client: str) -> AsyncIterator[None]:
-        """Hold one of ``client``'s chat slots (429 when over a limit)."""
+    async def slot(self, client: str) -> AsyncIterator[ChatSlot]:
+        """Hold one of ``client``'s chat slots (429 when over a limit) until it is released
+        or the block ends."""
         if self.max_concurrency is not None and self._active[client] >= self.max_concurrency:
             raise too_many_requests(
                 f"too many chats in flight: at most {self.max_concurrency} per client", 1
             )
         self._take_rate(client)
         self._active[client] += 1
+        held = ChatSlot(self._active, client)
         try:
-            yield
+            yield held
         finally:
-            self._active[client] -= 1
-            if self._active[client] <= 0:
-                del self._active[client]
+            held.release()
+
+    def in_flight(self, client: str) -> int:
+        """Chats of ``client`` holding a slot now."""
+        return self._active[client]
 
     def _take_rate(self, client: str) -> None:
         over = [item for item in self.items if not self._window.test(item, client)]

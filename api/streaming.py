@@ -25,11 +25,16 @@ async def start_stream(
     events: AsyncIterator[T],
     encode: Callable[[T], str],
     on_error: Callable[[str, str], str],
+    on_complete: Callable[[], None],
     tail: str = "",
 ) -> StreamingResponse:
     """Pull the first event before answering, so a vLLM that is down is a 503, not a
     broken stream; later failures end the stream with ``on_error(component, message)``
-    and never with the final event, so a cut-off answer is never marked complete."""
+    and never with the final event, so a cut-off answer is never marked complete.
+
+    ``on_complete`` (the chat slot's release) runs when the events are over, before the
+    body's end is sent: a client that asks again as soon as the stream has ended finds its
+    slot free."""
     first = await anext(events)  # errors propagate to the app's exception handlers
 
     async def body() -> AsyncIterator[str]:
@@ -46,6 +51,7 @@ async def start_stream(
             log.exception("stream failed")
             yield on_error("warmrag", "internal error")
         finally:
+            on_complete()
             await events.aclose()  # type: ignore[attr-defined]
 
     return StreamingResponse(

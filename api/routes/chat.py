@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 
-from api.deps import ChatSlotDep, EngineDep
+from api.deps import ChatSlotDep, EngineDep, HeldSlotDep
 from api.guards import StrictJSONRoute
 from api.schemas import ChatRequest, ChatResponse, chat_responses
 from api.streaming import sse, start_stream
@@ -48,7 +48,9 @@ def _encode(event: TextDelta | ChatResult) -> str:
         ["token", "done", "error"],
     ),
 )
-async def chat(request: ChatRequest, engine: EngineDep) -> ChatResponse | StreamingResponse:
+async def chat(
+    request: ChatRequest, engine: EngineDep, slot: HeldSlotDep
+) -> ChatResponse | StreamingResponse:
     """Answer from the top-k passages. With ``stream: true``: Server-Sent Events, ``token``
     events with text, then one ``done`` event with the whole response."""
     if request.stream:
@@ -59,5 +61,8 @@ async def chat(request: ChatRequest, engine: EngineDep) -> ChatResponse | Stream
             lambda component, message: sse(
                 {"error": message, "component": component}, event="error"
             ),
+            on_complete=slot.release,
         )
-    return to_response(await engine.answer(request.question, top_k=request.top_k))
+    result = await engine.answer(request.question, top_k=request.top_k)
+    slot.release()
+    return to_response(result)

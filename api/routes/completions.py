@@ -8,7 +8,7 @@ from typing import Any
 
 from fastapi.responses import StreamingResponse
 
-from api.deps import EngineDep, SettingsDep
+from api.deps import EngineDep, HeldSlotDep, SettingsDep
 from api.openai_errors import OpenAIErrorResponse
 from api.routes.chat import chat_router, to_response
 from api.schemas import (
@@ -59,7 +59,7 @@ def openai_finish_reason(reason: FinishReason) -> str:
     ),
 )
 async def chat_completions(
-    request: OpenAIChatRequest, engine: EngineDep, settings: SettingsDep
+    request: OpenAIChatRequest, engine: EngineDep, settings: SettingsDep, slot: HeldSlotDep
 ) -> ChatCompletionResponse | StreamingResponse:
     """The answer in OpenAI's shape; ``warmrag`` carries passages, triples, cache, timings.
     ``content`` may be a string or a list of ``{"type": "text", "text": ...}`` parts
@@ -103,10 +103,12 @@ async def chat_completions(
             lambda component, message: sse(
                 {"error": {"message": message, "type": "server_error", "component": component}}
             ),
+            on_complete=slot.release,
             tail=sse("[DONE]"),
         )
 
     result = await engine.answer(request.question, endpoint="openai", **options)
+    slot.release()
     return ChatCompletionResponse(
         id=completion_id,
         created=created,

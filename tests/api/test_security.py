@@ -12,6 +12,7 @@ import logging
 import threading
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +21,7 @@ import pytest
 from asgi_correlation_id import CorrelationIdFilter
 
 from api.config import Settings
+from api.guards import ChatLimiter, ChatSlot
 from rag.chat.prompt import Message
 from rag.llm.client import TextDelta, Usage
 from tests.conftest import ADMIN_TOKEN, Service, error_body
@@ -151,17 +153,66 @@ class SlowEngine(FakeEngine):
             yield event
 
 
-def test_a_stream_holds_its_slot_until_it_ends(start_fake: StartFake) -> None:
+class LateExitLimiter(ChatLimiter):
+    """Injected: the chat slot dependency's exit, which FastAPI runs after the response has
+    gone out, waits until the test opens ``gate``; until then only a route's own release
+    frees a slot. A client's next request can come before that exit on any server (CI saw
+    it): the gate makes that order certain."""
+
+    def __init__(self, max_concurrency: int) -> None:
+        super().__init__(None, max_concurrency)
+        self.gate = threading.Event()
+
+    @asynccontextmanager
+    async def slot(self, client: str) -> AsyncIterator[ChatSlot]:
+        async with super().slot(client) as held:
+            try:
+                yield held
+            finally:
+                await asyncio.to_thread(self.gate.wait, 60)
+
+
+def test_a_chat_holds_its_slot_until_its_answer_is_complete(start_fake: StartFake) -> None:
     service, _ = start_fake(engine=SlowEngine(answer="one two three four"), chat_max_concurrency=1)
     service.ingest(DOC)
-    with service.client.stream("POST", "/v1/chat", json={**QUESTION, "stream": True}) as stream:
-        assert stream.status_code == 200
-        chunks = stream.iter_text()
-        assert "token" in next(chunks)  # the answer has begun, and goes on for ~1 s
-        busy = httpx.post(f"{service.url}/v1/chat", json=QUESTION, timeout=30)
-        assert busy.status_code == 429, busy.text
-        assert "event: done" in "".join(chunks)
-    assert service.client.post("/v1/chat", json=QUESTION).status_code == 200
+    limiter = LateExitLimiter(max_concurrency=1)
+    service.server.app.state.chat_limiter = limiter
+    client = service.client
+    try:
+        with client.stream("POST", "/v1/chat", json={**QUESTION, "stream": True}) as stream:
+            assert stream.status_code == 200
+            chunks = stream.iter_text()
+            assert "token" in next(chunks)  # the answer has begun, and goes on for ~1 s
+            busy = httpx.post(f"{service.url}/v1/chat", json=QUESTION, timeout=30)
+            assert busy.status_code == 429, busy.text
+            assert "event: done" in "".join(chunks)
+        # the stream has ended; the slot dependency's exit has not run
+        assert client.post("/v1/chat", json=QUESTION).status_code == 200
+        # a JSON answer freed its slot before it was sent, its exit still held
+        assert client.post("/v1/chat/completions", json=OPENAI).status_code == 200
+        body = {**OPENAI, "stream": True}
+        with client.stream("POST", "/v1/chat/completions", json=body) as stream:
+            assert "[DONE]" in stream.read().decode()
+        assert client.post("/v1/chat", json=QUESTION).status_code == 200
+    finally:
+        limiter.gate.set()
+
+
+def test_a_slot_released_early_is_released_once() -> None:
+    limiter = ChatLimiter(None, max_concurrency=2)
+
+    async def chats() -> None:
+        async with limiter.slot("client") as first:
+            async with limiter.slot("client"):
+                first.release()
+                first.release()
+                assert limiter.in_flight("client") == 1
+            assert limiter.in_flight("client") == 0
+            async with limiter.slot("client"), limiter.slot("client"):
+                assert limiter.in_flight("client") == 2
+        assert limiter.in_flight("client") == 0  # the first slot's exit released nothing more
+
+    asyncio.run(chats())
 
 
 def test_open_routes_and_5xx_bodies_leak_nothing(start_fake: StartFake) -> None:
