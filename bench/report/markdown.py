@@ -292,7 +292,7 @@ def _scale_markdown(scale: ScaleResult | None) -> list[str]:
             ["chunks", "triples", "start", "/health s", "/ready s", "RSS MiB at /ready",
              "settled", "of it own (anon)", "peak by /ready", "peak", "index RSS MiB",
              "first chat s", "first change s", "questions", "p50 / p99 ms", "RSS MiB after them",
-             "index after them", "stop s"],
+             "index after them", "paced (0.1 s apart)", "p50 / p99 ms", "stop s"],
             [[r.chunks, r.triples, "after a stop" if r.after_stop else "first",
               f"{r.health_s:.1f}", f"{r.ready_s:.1f}", r.service_rss_mib, r.settled_rss_mib,
               r.settled_anon_mib or "–", r.ready_peak_mib or "–", r.service_peak_mib,
@@ -300,7 +300,8 @@ def _scale_markdown(scale: ScaleResult | None) -> list[str]:
               f"{r.first_chat_s:.2f}",
               f"{r.first_change_s:.1f}", r.questions or "–",
               f"{r.question_p50_ms:.1f} / {r.question_p99_ms:.1f}" if r.questions else "–",
-              r.questions_rss_mib or "–", r.questions_index_rss_mib or "–",
+              r.questions_rss_mib or "–", r.questions_index_rss_mib or "–", r.paced or "–",
+              f"{r.paced_p50_ms:.1f} / {r.paced_p99_ms:.1f}" if r.paced else "–",
               f"{r.stop_s:.1f}" if r.stop_s else "–"]
              for r in scale.startup],
         )  # fmt: skip

@@ -48,6 +48,7 @@ def test_the_service_starts_on_a_built_folder_and_answers(
         log=lambda _: None,
         vllm_url=vllm.url,
         questions=4,
+        paced=2,
         shape=shape,
         real=["Where is Lyon?", "What is Graz the capital of?"],
     )
@@ -64,6 +65,7 @@ def test_the_service_starts_on_a_built_folder_and_answers(
         # Served its questions, measured after them, and stopped cleanly (it raises if not).
         assert row.questions == 4 and 0 < row.question_p50_ms <= row.question_p99_ms
         assert row.question_facts >= 0
+        assert row.paced == 2 and 0 < row.paced_p50_ms <= row.paced_p99_ms
         assert 0 < row.questions_anon_mib <= row.questions_rss_mib <= row.service_peak_mib
         assert row.questions_index_rss_mib > 0 and row.stop_s > 0
         assert row.service_rss_mib <= row.ready_peak_mib <= row.service_peak_mib
