@@ -175,6 +175,11 @@ class KnowledgeBase:
         with self._lock:
             return self._state.document_count()
 
+    def document_hashes(self) -> dict[str, str | None]:
+        """Every document's hash, by id (sorted)."""
+        with self._lock:
+            return self._state.hashes()
+
     def document_hash(self, doc_id: str) -> str | None:
         with self._lock:
             return self._state.docstore.get_document_hash(doc_id)

@@ -81,7 +81,7 @@ class GraphSync:
         interrupted part-way resumes where it stopped (a graph folder deleted under a
         large knowledge base means every document, parsed again)."""
         with self._lock:
-            current = {d: self.kb.document_hash(d) for d in self.kb.document_ids()}
+            current = self.kb.document_hashes()
             synced = self.graph.document_versions()
             stale = [d for d, h in current.items() if synced.get(d) != h]
             gone = sorted(

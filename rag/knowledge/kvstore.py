@@ -118,6 +118,18 @@ class SqliteKVStore(BaseKVStore):
             ).fetchall()
         return [key for (key,) in rows]
 
+    def field_by_key(self, keys_of: str, collection: str, field: str) -> dict[str, object]:
+        """For each key of collection ``keys_of`` (sorted), the top-level ``field`` of its
+        value in ``collection`` (None where it has none), in one query: a lookup a key
+        took 8 s of a start at 1,000,000 chunks (333,000 documents' hashes)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT k.key, json_extract(v.value, ?) FROM kv AS k LEFT JOIN kv AS v "
+                "ON v.collection = ? AND v.key = k.key WHERE k.collection = ? ORDER BY k.key",
+                (f"$.{json.dumps(field)}", collection, keys_of),
+            ).fetchall()
+        return dict(rows)
+
     def count(self, collection: str = DEFAULT_COLLECTION) -> int:
         """How many keys a collection has (counted in SQLite, none of them read out)."""
         with self._lock:

@@ -24,6 +24,7 @@ from typing import Any
 from llama_index.core import Document
 from llama_index.core.schema import BaseNode
 from llama_index.core.storage.docstore.keyval_docstore import (
+    DEFAULT_METADATA_COLLECTION_SUFFIX,
     DEFAULT_NAMESPACE,
     DEFAULT_REF_DOC_COLLECTION_SUFFIX,
     KVDocumentStore,
@@ -43,6 +44,8 @@ LEGACY_FILE = "docstore.json"
 META, TRIPLES, LOOSE = "warmrag/meta", "warmrag/triples", "warmrag/loose"
 #: The docstore's collection of documents (each with its chunks' ids), by document id.
 REF_DOCS = f"{DEFAULT_NAMESPACE}{DEFAULT_REF_DOC_COLLECTION_SUFFIX}"
+#: The docstore's collection of each document's and chunk's hash, by id.
+METADATA = f"{DEFAULT_NAMESPACE}{DEFAULT_METADATA_COLLECTION_SUFFIX}"
 
 
 class EmbeddingMismatchError(RuntimeError):
@@ -143,7 +146,10 @@ class KBState:
         return self._documents
 
     def hashes(self) -> dict[str, str | None]:
-        return {d: self.docstore.get_document_hash(d) for d in self.document_ids()}
+        """Each document's hash, by id (sorted), in one read: what
+        ``docstore.get_document_hash`` gives each."""
+        found = self.kv.field_by_key(REF_DOCS, METADATA, "doc_hash")
+        return {d: h if isinstance(h, str) else None for d, h in found.items()}
 
     def supplied_triples(self, doc_id: str) -> list[list[str]]:
         stored = self.kv.get(doc_id, collection=TRIPLES)

@@ -23,6 +23,7 @@ from rag.knowledge.models import DocumentIn, EmbeddingPrecision
 from rag.knowledge.state import (
     LEGACY_FILE,
     META,
+    METADATA,
     STATE_FILE,
     EmbeddingMismatchError,
     KBState,
@@ -175,6 +176,30 @@ def test_the_document_count_follows_every_write_and_rollback(tmp_path: Path) -> 
     state.save()
     state.close()
     assert KBState.open(tmp_path).document_count() == 2
+
+
+def test_the_hashes_read_at_once_are_the_docstores_one_by_one(tmp_path: Path) -> None:
+    """``hashes`` (one query, a start's reconcile) gives each document what the
+    docstore's own lookup does: chunks' hashes left out, a document without one None,
+    ids sorted, a rolled-back write unseen."""
+    state = KBState.open(tmp_path)
+    docs = [Document(id_=d, text="", metadata={DOC_HASH_KEY: f"hash-{d}"}) for d in "cab"]
+    chunks = [
+        TextNode(id_=f"{d.id_}#0", text=d.id_, relationships={
+            NodeRelationship.SOURCE: RelatedNodeInfo(node_id=d.id_)
+        })
+        for d in docs
+    ]  # fmt: skip
+    state.put(docs, chunks, {})
+    state.save()
+    state.kv.delete("b", collection=METADATA)  # a document whose hash is gone
+    state.save()
+    state.put([Document(id_="d", text="", metadata={DOC_HASH_KEY: "hash-d"})], [], {})
+    state.rollback()
+    one_by_one = {d: state.docstore.get_document_hash(d) for d in state.document_ids()}
+    assert state.hashes() == one_by_one == {"a": "hash-a", "b": None, "c": "hash-c"}
+    assert list(state.hashes()) == ["a", "b", "c"]
+    state.close()
 
 
 def test_a_state_file_that_cannot_be_opened_is_a_clear_os_error(tmp_path: Path) -> None:
