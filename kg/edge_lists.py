@@ -59,6 +59,25 @@ class ChunkIndex:
         return cls._sorted(documents, ids, count)
 
     @classmethod
+    def of_indexes(
+        cls, edge_doc: np.ndarray, edge_chunk: np.ndarray, strings: Sequence[str | None]
+    ) -> ChunkIndex:
+        """``of``, from each edge's document and chunk as indexes into ``strings`` (a saved
+        snapshot's): the same index, chunks numbered in the order first met, without a
+        dict lookup an edge (4.9 s of a start at 3.2 million edges)."""
+        width = max(1, len(strings))
+        pairs = edge_doc.astype(np.int64) * width + edge_chunk
+        unique, first, inverse = np.unique(pairs, return_index=True, return_inverse=True)
+        met = np.argsort(first, kind="stable")
+        number = np.empty(len(unique), INDEX)
+        number[met] = np.arange(len(unique), dtype=INDEX)
+        documents: dict[str, dict[str | None, int]] = {}
+        for chunk_id, pair in enumerate(unique[met].tolist()):
+            doc, chunk = divmod(pair, width)
+            documents.setdefault(strings[doc], {})[strings[chunk]] = chunk_id
+        return cls._sorted(documents, number[inverse.reshape(-1)], len(unique))
+
+    @classmethod
     def _sorted(
         cls, documents: dict[str, dict[str | None, int]], edge_chunk: np.ndarray, size: int
     ) -> ChunkIndex:

@@ -35,13 +35,14 @@ from typing import IO, Any
 import numpy as np
 
 from durable import TEMP_SUFFIX, atomic_write
+from kg import saved_codes
 from kg.edge_lists import ChunkIndex
 from kg.embeddings import EmbeddingTable
 from kg.file_matrix import FileMatrix
 from kg.graph_file import GRAPH_DB_FILE, NODE, TRIPLE, GraphFile, GraphRows, Vectors, VectorSink
 from kg.index import EDGE_LISTS, GraphSnapshot
-from kg.lead_rows import code_rows
-from kg.models import shared
+from kg.int8_rows import Int8Rows
+from kg.lead_rows import Codes, LeadRows, fit_rotation
 from kg.numbering import INDEX
 from kg.rotation import Rotation
 from kg.row_matrix import RowMatrix
@@ -51,7 +52,7 @@ log = logging.getLogger(__name__)
 
 FILE = "snapshot.npz"
 #: Bumped when the saved fields change: an older file is ignored, not misread.
-FORMAT = 4
+FORMAT = 5
 _BLOCK_ROWS = 16_384
 #: The vector files of the snapshot with id ``id`` (``nodes`` or ``triples``).
 VECTOR_FILE = "snapshot-{id}-{kind}.npy"
@@ -66,17 +67,15 @@ _ARRAYS = (
     "adjacency_edges",
 )
 _STRINGS = ("node_keys", "node_names", "predicate_keys", *EDGE_LISTS)
-#: Lists whose strings are (nearly) all different: the others' are shared (``shared``).
+#: Lists whose strings are (nearly) all different, saved as they are; the others are saved
+#: as indexes into one table of their distinct strings (``_index_strings``).
 _UNIQUE = {"edge_text"}
+_INDEXED = tuple(name for name in _STRINGS if name not in _UNIQUE)
 # Vectors are saved as matrices of their own: the nodes' in node order, the triple
 # texts' once per text with each edge's row.
 _VECTORS = {"node_vectors", "edge_vectors"}
 _DERIVED = {"chunks"}
 assert {f.name for f in fields(GraphSnapshot)} == {*_ARRAYS, *_STRINGS, *_VECTORS, *_DERIVED}
-
-
-def _shared(value: str | None) -> str | None:
-    return None if value is None else shared(value)
 
 
 def discard(folder: Path) -> None:
@@ -124,18 +123,21 @@ def save(folder: Path, snapshot: GraphSnapshot, versions: dict[str, str]) -> Non
     except BaseException:
         _remove_vector_files(folder, keep=None)
         raise
-    strings = {name: getattr(snapshot, name) for name in _STRINGS}
+    table, indexes = _index_strings({name: getattr(snapshot, name) for name in _INDEXED})
     meta = json.dumps(
         {
             "format": FORMAT,
             "id": snapshot_id,
             "file": _file_state(folder),
             "versions": versions,
-            **strings,
+            "strings": table,
+            **{name: getattr(snapshot, name) for name in _UNIQUE},
         }
     ).encode()
     arrays: dict[str, Any] = {n: np.ascontiguousarray(getattr(snapshot, n)) for n in _ARRAYS}
     arrays["edge_rows"] = edge_rows.astype(INDEX)
+    arrays.update({f"{name}_strings": index for name, index in indexes.items()})
+    arrays.update(saved_codes.arrays(snapshot.node_vectors))
     try:
         atomic_write(
             folder / FILE, lambda out: np.savez(out, meta=np.frombuffer(meta, np.uint8), **arrays)
@@ -242,32 +244,67 @@ def load(folder: Path, axes: Rotation | None = None) -> tuple[GraphSnapshot, dic
                 return None
             arrays = {name: saved[name] for name in _ARRAYS}
             edge_rows = saved["edge_rows"]
-        nodes = _mapped(folder, meta["id"], "nodes")
-        # Coded here, not when the first change gives the tables their vectors: until then
-        # each chat's entity link would scan the float32 rows (at 2.1 million entities 144 ms
-        # and 3.2 GB of pages, against 41 ms from the codes; coding them 5.4-6.0 s).
-        node_vectors = VectorRows.stacked(nodes, code_rows(nodes, axes))
+            indexes = {name: saved[f"{name}_strings"] for name in _INDEXED}
+            nodes = _mapped(folder, meta["id"], "nodes")
+            rotation = fit_rotation(nodes, axes)
+            codes: Codes | None = saved_codes.read(saved, rotation, len(nodes))
+        # Coded here where none were saved, not when the first change gives the tables
+        # their vectors: until then each chat's entity link would scan the float32 rows
+        # (at 2.1 million entities 144 ms and 3.2 GB of pages, against 41 ms from the codes).
+        if codes is None:
+            codes = Int8Rows.of(nodes) if rotation is None else LeadRows.of(nodes, rotation)
+        node_vectors = VectorRows.stacked(nodes, codes)
         edge_vectors = VectorRows(_mapped(folder, meta["id"], "triples"), edge_rows)
-        if len(node_vectors) != len(meta["node_keys"]) or (
+        if len(node_vectors) != len(indexes["node_keys"]) or (
             edge_rows.size and int(edge_rows.max()) >= len(edge_vectors.matrix)
         ):
             raise ValueError("the vector files do not match the snapshot")
+        strings: dict[str, Any] = {
+            **{name: meta[name] for name in _UNIQUE},
+            **_strings_of(meta["strings"], indexes),
+        }
     except (OSError, ValueError, KeyError) as exc:
         log.warning("knowledge graph: ignoring the saved snapshot %s (%s)", path, exc)
         return None
-    strings: dict[str, Any] = {
-        name: meta[name] if name in _UNIQUE else [_shared(s) for s in meta[name]]
-        for name in _STRINGS
-    }
     _one_text_per_row(strings["edge_text"], edge_rows)
     snapshot = GraphSnapshot(
         node_vectors=node_vectors,
         edge_vectors=edge_vectors,
-        chunks=ChunkIndex.of(strings["edge_doc"], strings["edge_chunk"]),
+        chunks=ChunkIndex.of_indexes(indexes["edge_doc"], indexes["edge_chunk"], meta["strings"]),
         **strings,
         **arrays,
     )
     return snapshot, dict(meta["versions"])
+
+
+def _index_strings(
+    lists: dict[str, list[str | None]],
+) -> tuple[list[str | None], dict[str, np.ndarray]]:
+    """The distinct strings of ``lists`` (in the order first met) and each list as their
+    indexes into it. At 1,000,000 chunks the graph's lists hold 23.6 million strings, 6.1
+    million of them distinct (an entity's key and name in each of its edges, a document's
+    id in each of its triples): a start that read and shared (``sys.intern``) each took
+    15 s of a 65 s start; reading the distinct ones and each list's indexes, 2 s."""
+    table: dict[str | None, int] = {}
+    indexes = {
+        name: np.fromiter((table.setdefault(v, len(table)) for v in values), INDEX, len(values))
+        for name, values in lists.items()
+    }
+    return list(table), indexes
+
+
+def _strings_of(
+    table: list[str | None], indexes: dict[str, np.ndarray]
+) -> dict[str, list[str | None]]:
+    """``_index_strings``' lists back, each string one object wherever it is repeated
+    (within and across the lists: an edge's entity names and the entities' own). Not
+    shared with the rest of the process (``kg.models.shared``): 3.8 s for 6.1 million,
+    where the strings a change adds later may repeat a few of them."""
+    if any(
+        index.size and (index.min() < 0 or index.max() >= len(table)) for index in indexes.values()
+    ):
+        raise ValueError("a list's strings are not in the snapshot's table")
+    return {name: list(map(table.__getitem__, index.tolist())) for name, index in indexes.items()}
 
 
 def _one_text_per_row(texts: list[str], rows: np.ndarray) -> None:

@@ -15,6 +15,7 @@ import kg.graph_file
 import kg.snapshot_file
 import kg.store
 from kg import EmbedFn, KnowledgeGraph
+from kg.edge_lists import ChunkIndex
 from kg.file_matrix import FileMatrix
 from kg.graph_file import GraphFile, GraphRows
 from kg.int8_rows import Int8Rows
@@ -170,6 +171,47 @@ def test_a_snapshot_of_an_older_format_is_ignored(
     saved.close()
     monkeypatch.undo()
     assert_built_from_the_rows(saved, embed_fn, caplog, monkeypatch, "(format 1)")
+
+
+def test_a_snapshot_reads_each_distinct_string_once_and_shares_it(
+    saved: KnowledgeGraph,  # noqa: F811
+    embed_fn: EmbedFn,
+) -> None:
+    """The lists of repeated strings are saved as indexes into one table: read back,
+    equal strings are one object within and across the lists (an edge's entity name
+    and the entity's own, a document's id in each of its triples), as the start that
+    shared each string (``sys.intern``) left them."""
+    saved.close()
+    snap = KnowledgeGraph(saved.folder, embed_fn).snapshot
+    assert_same_snapshot(snap, saved.snapshot)
+    objects: dict[str, int] = {}
+    for name in kg.snapshot_file._INDEXED:
+        for value in getattr(snap, name):
+            if value is not None:
+                assert objects.setdefault(value, id(value)) == id(value), (name, value)
+    assert set(snap.edge_subject_name) & set(snap.node_names)  # so shared across lists
+    # The chunks' index, made from the saved indexes, is the one the lists give.
+    built = ChunkIndex.of(snap.edge_doc, snap.edge_chunk)
+    assert None in snap.edge_chunk and len(built.documents) > 2
+    assert list(snap.chunks.documents.items()) == list(built.documents.items())
+    for name in ("edge_chunk", "ptr", "order"):
+        np.testing.assert_array_equal(getattr(snap.chunks, name), getattr(built, name))
+
+
+def test_a_snapshot_whose_string_indexes_are_out_of_range_is_ignored(
+    saved: KnowledgeGraph,  # noqa: F811
+    embed_fn: EmbedFn,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    saved.close()
+    path = saved.folder / FILE
+    with np.load(path) as held:
+        arrays = {name: held[name] for name in held.files}
+    arrays["edge_doc_strings"][0] = 1 << 30
+    with path.open("wb") as out:  # np.savez would add ".npz" to a name without it
+        np.savez(out, **arrays)
+    assert_built_from_the_rows(saved, embed_fn, caplog, monkeypatch, "not in the snapshot's table")
 
 
 def test_a_snapshot_without_its_graph_file_is_not_read(
