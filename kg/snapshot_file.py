@@ -35,7 +35,7 @@ from typing import IO, Any
 import numpy as np
 
 from durable import TEMP_SUFFIX, atomic_write
-from kg import saved_codes
+from kg import axes_file, saved_codes
 from kg.edge_lists import ChunkIndex
 from kg.embeddings import EmbeddingTable
 from kg.file_matrix import FileMatrix
@@ -54,6 +54,7 @@ FILE = "snapshot.npz"
 #: Bumped when the saved fields change: an older file is ignored, not misread.
 FORMAT = 5
 _BLOCK_ROWS = 16_384
+_GRAPH_FILES = (GRAPH_DB_FILE, f"{GRAPH_DB_FILE}-wal")
 #: The vector files of the snapshot with id ``id`` (``nodes`` or ``triples``).
 VECTOR_FILE = "snapshot-{id}-{kind}.npy"
 _KINDS = {NODE: "nodes", TRIPLE: "triples"}  # the graph file's kinds, as files name them
@@ -91,10 +92,11 @@ def _remove_vector_files(folder: Path, keep: str | None) -> None:
             path.unlink(missing_ok=True)
 
 
-def _file_state(folder: Path) -> list[list[int] | None]:
-    """Size and modification time of the graph's file and its write-ahead log."""
+def _file_state(folder: Path, names: tuple[str, ...] = _GRAPH_FILES) -> list[list[int] | None]:
+    """Size and modification time of the graph's file and its write-ahead log (of
+    ``names`` in ``folder``)."""
     state: list[list[int] | None] = []
-    for name in (GRAPH_DB_FILE, f"{GRAPH_DB_FILE}-wal"):
+    for name in names:
         try:
             stat = (folder / name).stat()
         except FileNotFoundError:
@@ -102,6 +104,14 @@ def _file_state(folder: Path) -> list[list[int] | None]:
         else:
             state.append([stat.st_size, stat.st_mtime_ns])
     return state
+
+
+def depends_on(folder: Path) -> list[list[int] | None]:
+    """The state of what a saved snapshot depends on besides its own files: the graph's
+    file and write-ahead log, and the entity axes' file its codes were made by. Where a
+    start read the snapshot back and this is unchanged at the stop (and no write removed
+    the snapshot), the snapshot on the disk is what a save would write."""
+    return _file_state(folder, (*_GRAPH_FILES, axes_file.FILE))
 
 
 def save(folder: Path, snapshot: GraphSnapshot, versions: dict[str, str]) -> None:

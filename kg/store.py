@@ -76,6 +76,9 @@ class KnowledgeGraph:
         self._unread = False  # the snapshot was read back: the tables are yet to take it
         self._vectors_read = False  # a start read the vectors into memory (not mapped)
         self._behind = False  # a write failed: the file is behind memory until ``save``
+        # What the snapshot read at the start depended on then (None: none was read, or it
+        # is no longer what memory holds): ``close`` keeps it where that is unchanged.
+        self._read_back: list[list[int] | None] | None = None
         self._closed = False
         self._prepared = threading.Event()  # the graph is ready for changes (``prepare``)
         self._file = GraphFile(self._folder)
@@ -235,10 +238,23 @@ class KnowledgeGraph:
             self._closed = True
             self._file.close()
             if self._autosave and not self._behind and (self._folder / GRAPH_DB_FILE).exists():
+                if self._snapshot_kept():
+                    log.info("knowledge graph: the snapshot read at the start is kept")
+                    return
                 try:
                     snapshot_file.save(self._folder, self._snapshot, self._versions)
                 except OSError as exc:  # the next start builds from the rows
                     log.warning("knowledge graph: the snapshot was not saved: %s", exc)
+
+    def _snapshot_kept(self) -> bool:
+        """The snapshot the start read back is still on the disk (a write removes it) and
+        what it depends on is as it was then: saving it again (50 s at 1,000,000 chunks)
+        would write the same."""
+        return (
+            self._read_back is not None
+            and (self._folder / snapshot_file.FILE).exists()
+            and snapshot_file.depends_on(self._folder) == self._read_back
+        )
 
     def _write(self, change: GraphChange) -> None:
         """Write ``change`` to the file, the saved snapshot removed first (stale after)."""
@@ -283,6 +299,7 @@ class KnowledgeGraph:
             if saved is not None:
                 self._snapshot, self._versions = saved
                 self._unread = True
+                self._read_back = snapshot_file.depends_on(self._folder)
             else:
                 self._read()
             self._keep_axes()
@@ -373,6 +390,7 @@ class KnowledgeGraph:
                 self._adopt(*snapshot_file.table_vectors(self._snapshot))
             else:
                 log.warning("knowledge graph: the file changed since the start; re-indexing")
+                self._read_back = None  # the snapshot read is not what the file holds
                 self._read()
             self._unread = False
         if self._vectors_to_map():  # out of the process's memory

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+import kg.axes_file
 import kg.graph_file
 import kg.snapshot_file
 import kg.store
@@ -39,6 +40,19 @@ def rows_read(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Path, bool]]:
 
     monkeypatch.setattr(GraphFile, "read", counting)
     return calls
+
+
+def saves_made(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The folder of each snapshot saved from here on."""
+    saves: list[Path] = []
+    save = kg.snapshot_file.save
+
+    def counting(folder: Path, *args: Any) -> None:
+        saves.append(folder)
+        save(folder, *args)
+
+    monkeypatch.setattr(kg.snapshot_file, "save", counting)
+    return saves
 
 
 def codes_made(monkeypatch: pytest.MonkeyPatch) -> list[int]:
@@ -105,6 +119,50 @@ def test_a_start_after_a_clean_close_reads_the_snapshot_back(
         graph.remove_documents(["paris"])
     assert reads == []
     assert_same_snapshot(again.snapshot, saved.snapshot)
+
+
+def test_a_stop_after_a_start_that_changed_nothing_keeps_the_snapshot(
+    saved: KnowledgeGraph,  # noqa: F811
+    embed_fn: EmbedFn,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Nothing written since the snapshot was read back: the stop saves nothing (the
+    same snapshot stays, and the next start reads it); one change, and it saves again."""
+    saved.close()
+    files = sorted(p.name for p in saved.folder.iterdir())
+    stamp = (saved.folder / FILE).stat().st_mtime_ns
+    saves = saves_made(monkeypatch)
+    again = KnowledgeGraph(saved.folder, embed_fn)
+    assert again.wait_prepared(timeout=30)
+    assert again.triples_for_document("curie")  # read, not written
+    again.close()
+    assert saves == [] and (saved.folder / FILE).stat().st_mtime_ns == stamp
+    assert sorted(p.name for p in saved.folder.iterdir()) == files
+    reads = rows_read(monkeypatch)
+    again = KnowledgeGraph(saved.folder, embed_fn)
+    assert reads == []
+    assert_same_snapshot(again.snapshot, saved.snapshot)
+    again.remove_documents(["paris"])
+    again.close()
+    assert saves == [saved.folder]
+    later = KnowledgeGraph(saved.folder, embed_fn)
+    assert reads == [] and "paris" not in later.document_ids()
+    assert_same_snapshot(later.snapshot, again.snapshot)
+
+
+def test_a_stop_saves_the_snapshot_again_where_the_axes_changed(
+    saved: KnowledgeGraph,  # noqa: F811
+    embed_fn: EmbedFn,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The codes a snapshot holds were made by the folder's axes: axes written after
+    the start read it back (cells fit again) make the stop save it again."""
+    saved.close()
+    saves = saves_made(monkeypatch)
+    again = KnowledgeGraph(saved.folder, embed_fn)
+    (saved.folder / kg.axes_file.FILE).write_bytes(b"axes written since")
+    again.close()
+    assert saves == [saved.folder]
 
 
 def test_a_file_changed_after_a_snapshot_start_is_indexed_again(
