@@ -381,10 +381,12 @@ def screen(
     return np.concatenate(found), np.concatenate(estimates), max(slacks)
 
 
-def gather(parts: Sequence[Codes], rows: np.ndarray) -> Codes | None:
+def gather(parts: Sequence[Codes], rows: np.ndarray, ordered: bool = True) -> Codes | None:
     """A new one with ``rows`` of the parts' rows (numbered in order, as ``estimate``
     numbers them), in the order given; the parts' bounds hold for them. None where the
-    parts holding rows are coded differently (plain and turned, or turned two ways)."""
+    parts holding rows are coded differently (plain and turned, or turned two ways).
+    ``ordered``: turned codes with cells get their cell order here (not for codes that
+    are only saved: 0.7 s and 290 MB at 2.1 million rows)."""
     plain = [p for p in parts if isinstance(p, Int8Rows)]
     held = [p for p in parts if len(p)]
     if all(isinstance(p, Int8Rows) for p in held):
@@ -402,5 +404,6 @@ def gather(parts: Sequence[Codes], rows: np.ndarray) -> Codes | None:
         norms[rows],
         np.concatenate(cells)[rows] if cells else None,
     )
-    gathered._cell_order()  # a whole table's codes (a save's, or its move to files)
+    if ordered:
+        gathered._cell_order()  # a whole table's codes (their move to files)
     return gathered

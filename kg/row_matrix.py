@@ -88,10 +88,11 @@ class RowMatrix:
         turned = (rotation_of(part) for part in self.codes or ())
         return next((r for r in turned if r is not None), None)
 
-    def codes_of(self, rows: np.ndarray) -> Codes | None:
+    def codes_of(self, rows: np.ndarray, ordered: bool = True) -> Codes | None:
         """The int8 codes of ``rows`` (an index array), in that order; None without codes
-        or where the parts are coded differently (``kg.lead_rows.gather``)."""
-        return None if self.codes is None else gather(self.codes, rows)
+        or where the parts are coded differently (``kg.lead_rows.gather``; ``ordered``:
+        with their cell order made, for codes a screen will read)."""
+        return None if self.codes is None else gather(self.codes, rows, ordered)
 
     def dot(self, vector: np.ndarray) -> np.ndarray:
         """Every row's dot product with ``vector``."""

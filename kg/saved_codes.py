@@ -98,5 +98,5 @@ def _in_order(nodes: VectorRows) -> LeadRows | None:
         if isinstance(part, LeadRows) and np.array_equal(nodes.rows, span):
             return part
         start += len(part)
-    codes = nodes.matrix.codes_of(nodes.rows)
+    codes = nodes.matrix.codes_of(nodes.rows, ordered=False)
     return codes if isinstance(codes, LeadRows) else None

@@ -84,6 +84,29 @@ def test_a_start_after_a_clean_stop_reads_the_codes_back(
 
 
 @pytest.mark.usefixtures("few_cells")
+def test_codes_saved_after_a_change_are_gathered_in_node_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A change after a start puts new entities' codes in a part of their own: the stop
+    saves every entity's in node order, and the next start reads those back."""
+    first = stopped_graph(tmp_path / "kg")
+    again = KnowledgeGraph(first.folder, ShapedEmbed())
+    more = [
+        (f"another {i} of kind {i % 5}", "relates to", f"thing {i} of kind {i % 7}")
+        for i in range(40)
+    ]
+    again.replace_documents({"more": supplied("more", *more)}, {"more": "v1"})
+    parts = again.snapshot.node_vectors.matrix.codes
+    assert parts is not None and all(len(part) for part in parts)  # two parts hold rows
+    again.close()
+    made = codes_made(monkeypatch)
+    later = KnowledgeGraph(first.folder, ShapedEmbed())
+    assert made == [] and len(later.snapshot.node_keys) == 1440
+    read = turned_codes(later)
+    assert_same_codes(read, LeadRows.of(later.snapshot.node_vectors.matrix.tail, read.rotation))
+
+
+@pytest.mark.usefixtures("few_cells")
 def test_codes_made_by_other_axes_are_made_again(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
