@@ -337,7 +337,7 @@ def test_replica_check_notices(text: str, old: str, new: str, problem: str) -> N
 
 def test_warmrag_has_time_to_save_its_graph_at_a_stop(text: str) -> None:
     """Docker kills a container 10 s after SIGTERM unless told otherwise: a clean stop
-    saves the graph's snapshot (about 50 s at 1,000,000 chunks), and a start after a kill
+    saves the graph's snapshot (50-75 s at 1,000,000 chunks), and a start after a kill
     builds the graph from its rows instead."""
     services = load(text)["services"]
     warmrags = [name for name in services if name.startswith("warmrag")]
