@@ -297,9 +297,10 @@ class KnowledgeGraph:
             self._axes = axes_file.read(self._folder) if exists else None
             saved = snapshot_file.load(self._folder, self._axes) if exists else None
             if saved is not None:
-                self._snapshot, self._versions = saved
+                self._snapshot, self._versions, current = saved
                 self._unread = True
-                self._read_back = snapshot_file.depends_on(self._folder)
+                if current:  # else the stop saves it again, in the current format
+                    self._read_back = snapshot_file.depends_on(self._folder)
             else:
                 self._read()
             self._keep_axes()

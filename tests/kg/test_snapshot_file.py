@@ -4,6 +4,7 @@ so a crash never leaves a stale one, and a damaged one is ignored."""
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -270,6 +271,37 @@ def test_a_snapshot_whose_string_indexes_are_out_of_range_is_ignored(
     with path.open("wb") as out:  # np.savez would add ".npz" to a name without it
         np.savez(out, **arrays)
     assert_built_from_the_rows(saved, embed_fn, caplog, monkeypatch, "not in the snapshot's table")
+
+
+def test_a_snapshot_of_format_4_is_read_and_saved_again_as_the_current_one(
+    saved: KnowledgeGraph,  # noqa: F811
+    embed_fn: EmbedFn,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A folder from before format 5 (each list's strings in the JSON, no codes) starts
+    from its snapshot, not from the rows, and its stop saves the current format."""
+    saved.close()
+    path = saved.folder / FILE
+    with np.load(path) as held:
+        arrays = {name: held[name] for name in held.files}
+    meta = json.loads(arrays.pop("meta").tobytes())
+    table = meta.pop("strings")
+    for name in kg.snapshot_file._INDEXED:
+        meta[name] = [table[i] for i in arrays.pop(f"{name}_strings").tolist()]
+    arrays = {k: v for k, v in arrays.items() if not k.startswith("entity_codes_")}
+    meta["format"] = 4
+    with path.open("wb") as out:
+        np.savez(out, meta=np.frombuffer(json.dumps(meta).encode(), np.uint8), **arrays)
+    reads, saves = rows_read(monkeypatch), saves_made(monkeypatch)
+    again = KnowledgeGraph(saved.folder, embed_fn)
+    assert reads == []
+    assert_same_snapshot(again.snapshot, saved.snapshot)
+    again.close()
+    assert saves == [saved.folder]
+    with np.load(path) as held:
+        assert json.loads(held["meta"].tobytes())["format"] == kg.snapshot_file.FORMAT
+    assert_same_snapshot(KnowledgeGraph(saved.folder, embed_fn).snapshot, saved.snapshot)
+    assert reads == []
 
 
 def test_a_snapshot_without_its_graph_file_is_not_read(
