@@ -29,6 +29,7 @@ from kg.embeddings import EmbeddingTable
 from kg.models import EdgeRow
 from kg.normalize import normalize_predicate
 from kg.numbering import INDEX
+from kg.saved_strings import Splice, StringIndexes
 from kg.vector_rows import VectorRows
 
 _EMPTY_INT = np.zeros(0, dtype=INDEX)
@@ -80,6 +81,14 @@ class GraphSnapshot:
     adjacency_ptr: np.ndarray = field(default_factory=lambda: np.zeros(1, INDEX))
     adjacency_edges: np.ndarray = field(default_factory=lambda: _EMPTY_INT)
     chunks: ChunkIndex = field(default_factory=ChunkIndex)
+    # The ``INDEXED_LISTS`` as the snapshot file saves them, kept in step by ``apply``
+    # (None: not kept, as after a build from the rows; a save then looks them up).
+    strings: StringIndexes | None = None
+
+    @classmethod
+    def empty(cls) -> GraphSnapshot:
+        """A snapshot of no graph, whose changes keep its strings' indexes."""
+        return cls(strings=StringIndexes.of({name: [] for name in INDEXED_LISTS}))
 
     @property
     def edge_count(self) -> int:
@@ -140,7 +149,7 @@ class GraphSnapshot:
         """Index ``edges`` between the nodes of ``names`` (key to display name), with their
         vectors: a start builds the snapshot from the file's rows this way."""
         if not names:
-            return cls()
+            return cls.empty()
         node_keys = sorted(names)
         node_index = {key: i for i, key in enumerate(node_keys)}  # while building only
         # Each edge's text as the triple table's own key object, not a second copy: 46 MiB
@@ -184,9 +193,8 @@ class GraphSnapshot:
         new_keys = sorted(k for k in change.names if found[k] is None)
         slots = [bisect_left(kept_keys, k) for k in new_keys]
         node_keys = _with(kept_keys, slots, new_keys)
-        node_names = _with(
-            _without(self.node_names, gone), slots, [change.names[k] for k in new_keys]
-        )
+        node_names_new = [change.names[k] for k in new_keys]
+        node_names = _with(_without(self.node_names, gone), slots, node_names_new)
         # The nodes the change names, numbered in the new order (a few: searched, not mapped).
         node_index = {key: bisect_left(node_keys, key) for key in change.names}
         for key, name in change.names.items():
@@ -239,6 +247,19 @@ class GraphSnapshot:
             predicate_keys = list(predicate_ids)
             pid = np.insert(pid, positions, new_pids)
             position = np.insert(position, positions, [r[5] for r in rows])
+        strings = None
+        if self.strings is not None:
+            renamed = {node_index[key]: name for key, name in change.names.items()}
+            new_predicates = predicate_keys[len(self.predicate_keys) :]
+            appended = [len(self.predicate_keys)] * len(new_predicates)
+            strings = self.strings.spliced(
+                {
+                    "node_keys": Splice(gone, slots, new_keys),
+                    "node_names": Splice(gone, slots, node_names_new, renamed),
+                    "predicate_keys": Splice((), appended, new_predicates),
+                    **{name: Splice(drop, positions, added[name]) for name in EDGE_LISTS},
+                }
+            )
         return GraphSnapshot(
             node_keys=node_keys,
             node_names=node_names,
@@ -257,6 +278,7 @@ class GraphSnapshot:
                 change.removed_docs, keep, positions, [(r[3], r[8]) for r in rows]
             ),
             **lists,
+            strings=strings,
         )
 
 
@@ -269,6 +291,14 @@ EDGE_LISTS = (
     "edge_doc",
     "edge_chunk",
     "edge_source",
+)
+#: The lists whose strings repeat, saved as indexes into one table of strings
+#: (``kg.saved_strings``); the edges' texts are nearly all different, saved as they are.
+INDEXED_LISTS = (
+    "node_keys",
+    "node_names",
+    "predicate_keys",
+    *(n for n in EDGE_LISTS if n != "edge_text"),
 )
 
 

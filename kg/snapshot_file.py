@@ -40,12 +40,13 @@ from kg.edge_lists import ChunkIndex
 from kg.embeddings import EmbeddingTable
 from kg.file_matrix import FileMatrix
 from kg.graph_file import GRAPH_DB_FILE, NODE, TRIPLE, GraphFile, GraphRows, Vectors, VectorSink
-from kg.index import EDGE_LISTS, GraphSnapshot
+from kg.index import EDGE_LISTS, INDEXED_LISTS, GraphSnapshot
 from kg.int8_rows import Int8Rows
 from kg.lead_rows import Codes, LeadRows, fit_rotation
 from kg.numbering import INDEX
 from kg.rotation import Rotation
 from kg.row_matrix import RowMatrix
+from kg.saved_strings import StringIndexes
 from kg.vector_rows import VectorRows
 
 log = logging.getLogger(__name__)
@@ -72,13 +73,13 @@ _ARRAYS = (
 )
 _STRINGS = ("node_keys", "node_names", "predicate_keys", *EDGE_LISTS)
 #: Lists whose strings are (nearly) all different, saved as they are; the others are saved
-#: as indexes into one table of their distinct strings (``_index_strings``).
+#: as indexes into one table of their strings (``kg.saved_strings``).
 _UNIQUE = {"edge_text"}
-_INDEXED = tuple(name for name in _STRINGS if name not in _UNIQUE)
+assert set(INDEXED_LISTS) == set(_STRINGS) - _UNIQUE
 # Vectors are saved as matrices of their own: the nodes' in node order, the triple
 # texts' once per text with each edge's row.
 _VECTORS = {"node_vectors", "edge_vectors"}
-_DERIVED = {"chunks"}
+_DERIVED = {"chunks", "strings"}
 assert {f.name for f in fields(GraphSnapshot)} == {*_ARRAYS, *_STRINGS, *_VECTORS, *_DERIVED}
 
 
@@ -136,7 +137,7 @@ def save(folder: Path, snapshot: GraphSnapshot, versions: dict[str, str]) -> Non
     except BaseException:
         _remove_vector_files(folder, keep=None)
         raise
-    table, indexes = _index_strings({name: getattr(snapshot, name) for name in _INDEXED})
+    table, indexes = _strings_to_save(snapshot)
     meta = json.dumps(
         {
             "format": FORMAT,
@@ -261,9 +262,10 @@ def load(
             arrays = {name: saved[name] for name in _ARRAYS}
             edge_rows = saved["edge_rows"]
             if meta["format"] == _OLDER:
-                meta["strings"], indexes = _index_strings({n: meta[n] for n in _INDEXED})
+                strings = StringIndexes.of({name: meta[name] for name in INDEXED_LISTS})
             else:
-                indexes = {name: saved[f"{name}_strings"] for name in _INDEXED}
+                indexes = {name: saved[f"{name}_strings"] for name in INDEXED_LISTS}
+                strings = StringIndexes(meta["strings"], indexes, len(meta["strings"]))
             nodes = _mapped(folder, meta["id"], "nodes")
             rotation = fit_rotation(nodes, axes)
             codes: Codes | None = saved_codes.read(saved, rotation, len(nodes))
@@ -274,58 +276,40 @@ def load(
             codes = Int8Rows.of(nodes) if rotation is None else LeadRows.of(nodes, rotation)
         node_vectors = VectorRows.stacked(nodes, codes)
         edge_vectors = VectorRows(_mapped(folder, meta["id"], "triples"), edge_rows)
-        if len(node_vectors) != len(indexes["node_keys"]) or (
+        if len(node_vectors) != len(strings.indexes["node_keys"]) or (
             edge_rows.size and int(edge_rows.max()) >= len(edge_vectors.matrix)
         ):
             raise ValueError("the vector files do not match the snapshot")
-        strings: dict[str, Any] = {
-            **{name: meta[name] for name in _UNIQUE},
-            **_strings_of(meta["strings"], indexes),
-        }
+        lists: dict[str, Any] = {**{name: meta[name] for name in _UNIQUE}, **strings.lists()}
     except (OSError, ValueError, KeyError) as exc:
         log.warning("knowledge graph: ignoring the saved snapshot %s (%s)", path, exc)
         return None
-    _one_text_per_row(strings["edge_text"], edge_rows)
+    _one_text_per_row(lists["edge_text"], edge_rows)
+    doc, chunk = strings.indexes["edge_doc"], strings.indexes["edge_chunk"]
     snapshot = GraphSnapshot(
         node_vectors=node_vectors,
         edge_vectors=edge_vectors,
-        chunks=ChunkIndex.of_indexes(indexes["edge_doc"], indexes["edge_chunk"], meta["strings"]),
-        **strings,
+        chunks=ChunkIndex.of_indexes(doc, chunk, strings.table),
+        strings=strings,
+        **lists,
         **arrays,
     )
     return snapshot, dict(meta["versions"]), meta["format"] == FORMAT
 
 
-def _index_strings(
-    lists: dict[str, list[str | None]],
-) -> tuple[list[str | None], dict[str, np.ndarray]]:
-    """The distinct strings of ``lists`` (in the order first met) and each list as their
-    indexes into it. At 1,000,000 chunks the graph's lists hold 23.6 million strings, 6.1
-    million of them distinct (an entity's key and name in each of its edges, a document's
-    id in each of its triples): a start that read each from the JSON and shared it
-    (``sys.intern``) took 19 s of a 65 s start; reading the distinct ones and each list's
-    indexes takes 5.5 s. The save pays instead (15 s at that size: each string is looked
-    up), and a stop that changed nothing saves nothing (``KnowledgeGraph.close``)."""
-    table: dict[str | None, int] = {}
-    indexes = {
-        name: np.fromiter((table.setdefault(v, len(table)) for v in values), INDEX, len(values))
-        for name, values in lists.items()
-    }
-    return list(table), indexes
-
-
-def _strings_of(
-    table: list[str | None], indexes: dict[str, np.ndarray]
-) -> dict[str, list[str | None]]:
-    """``_index_strings``' lists back, each string one object wherever it is repeated
-    (within and across the lists: an edge's entity names and the entities' own). Not
-    shared with the rest of the process (``kg.models.shared``): 3.8 s for 6.1 million,
-    where the strings a change adds later may repeat a few of them."""
-    if any(
-        index.size and (index.min() < 0 or index.max() >= len(table)) for index in indexes.values()
-    ):
-        raise ValueError("a list's strings are not in the snapshot's table")
-    return {name: list(map(table.__getitem__, index.tolist())) for name, index in indexes.items()}
+def _strings_to_save(snapshot: GraphSnapshot) -> tuple[list[str | None], dict[str, np.ndarray]]:
+    """The table of strings to save and each list's indexes into it: the snapshot's own,
+    where it kept them and they match its lists; else each string looked up (after a
+    start from the rows: 15 s at 1,000,000 chunks, where the kept ones take 1-2 s;
+    ``kg.saved_strings``)."""
+    lists = {name: getattr(snapshot, name) for name in INDEXED_LISTS}
+    kept = snapshot.strings
+    if kept is not None and kept.matches(lists, np.random.default_rng()):
+        return kept.saved()
+    if kept is not None:
+        log.warning("knowledge graph: the snapshot's string indexes do not match; looked up")
+    found = StringIndexes.of(lists)  # each string once, each used: saved as it is
+    return found.table, dict(found.indexes)
 
 
 def _one_text_per_row(texts: list[str], rows: np.ndarray) -> None:

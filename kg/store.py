@@ -241,10 +241,14 @@ class KnowledgeGraph:
                 if self._snapshot_kept():
                     log.info("knowledge graph: the snapshot read at the start is kept")
                     return
+                started = time.perf_counter()
                 try:
                     snapshot_file.save(self._folder, self._snapshot, self._versions)
                 except OSError as exc:  # the next start builds from the rows
                     log.warning("knowledge graph: the snapshot was not saved: %s", exc)
+                    return
+                took = time.perf_counter() - started
+                log.info("knowledge graph: the snapshot saved for the next start in %.1f s", took)
 
     def _snapshot_kept(self) -> bool:
         """The snapshot the start read back is still on the disk (a write removes it) and

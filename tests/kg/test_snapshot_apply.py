@@ -16,7 +16,7 @@ import pytest
 from kg import KnowledgeGraph, Triple
 from kg.edge_lists import ChunkIndex
 from kg.embeddings import EmbeddingTable
-from kg.index import GraphSnapshot
+from kg.index import INDEXED_LISTS, GraphSnapshot
 from tests.kg.kg_testdata import snapshot_content
 
 NAMES = [f"{first} {last}" for first in ("Ada", "Bo", "Cy", "Di") for last in ("Ng", "Ok", "Po")]
@@ -79,6 +79,10 @@ def test_a_patched_snapshot_is_the_one_a_build_gives(
             graph.replace_documents({d: random_document(rng, d) for d in chosen})
         built = KnowledgeGraph(tmp_path / "kg", hashed_embed, autosave=False)
         assert snapshot_content(graph.snapshot) == snapshot_content(built.snapshot), step
+        # The strings' indexes a save writes (``kg.saved_strings``) say the same lists.
+        strings = graph.snapshot.strings
+        assert strings is not None, step
+        assert strings.lists() == {n: getattr(graph.snapshot, n) for n in INDEXED_LISTS}, step
     assert graph.edge_count > 10  # the walk ended with a graph worth comparing
 
 

@@ -20,6 +20,7 @@ from kg import EmbedFn, KnowledgeGraph
 from kg.edge_lists import ChunkIndex
 from kg.file_matrix import FileMatrix
 from kg.graph_file import GraphFile, GraphRows
+from kg.index import INDEXED_LISTS
 from kg.int8_rows import Int8Rows
 from kg.snapshot_file import FILE, VECTOR_FILE
 from kg.subgraph import SubgraphSelector
@@ -244,7 +245,7 @@ def test_a_snapshot_reads_each_distinct_string_once_and_shares_it(
     snap = KnowledgeGraph(saved.folder, embed_fn).snapshot
     assert_same_snapshot(snap, saved.snapshot)
     objects: dict[str, int] = {}
-    for name in kg.snapshot_file._INDEXED:
+    for name in INDEXED_LISTS:
         for value in getattr(snap, name):
             if value is not None:
                 assert objects.setdefault(value, id(value)) == id(value), (name, value)
@@ -286,7 +287,7 @@ def test_a_snapshot_of_format_4_is_read_and_saved_again_as_the_current_one(
         arrays = {name: held[name] for name in held.files}
     meta = json.loads(arrays.pop("meta").tobytes())
     table = meta.pop("strings")
-    for name in kg.snapshot_file._INDEXED:
+    for name in INDEXED_LISTS:
         meta[name] = [table[i] for i in arrays.pop(f"{name}_strings").tolist()]
     arrays = {k: v for k, v in arrays.items() if not k.startswith("entity_codes_")}
     meta["format"] = 4
