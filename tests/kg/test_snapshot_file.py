@@ -530,3 +530,35 @@ def test_vectors_that_cannot_be_written_out_stay_in_memory(
     saved.remove_documents(["paris"])
     saved.remove_documents(["curie"])
     assert_same_snapshot(crashed.snapshot, saved.snapshot)
+
+
+def test_a_save_that_fails_while_writing_its_arrays_leaves_nothing(
+    saved: KnowledgeGraph,  # noqa: F811
+    embed_fn: EmbedFn,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Fault injected: the disk fills after the JSON and a few arrays are written (each
+    array goes out as it is made). No snapshot, no temporary file and no vector file
+    is left; the next start builds from the rows and its stop saves a readable one."""
+    real = np.lib.format.write_array
+    written: list[int] = []
+
+    def filling(member: Any, array: np.ndarray, **kwargs: Any) -> None:
+        written.append(array.size)
+        if len(written) == 4:
+            raise OSError(28, "No space left on device")
+        real(member, array, **kwargs)
+
+    monkeypatch.setattr(np.lib.format, "write_array", filling)
+    saved.close()  # logs the failure
+    monkeypatch.undo()
+    assert len(written) == 4
+    assert sorted(p.name for p in saved.folder.iterdir() if "snapshot" in p.name) == []
+    reads = rows_read(monkeypatch)
+    again = KnowledgeGraph(saved.folder, embed_fn)
+    assert len(reads) == 1
+    assert_same_snapshot(again.snapshot, saved.snapshot)
+    again.close()
+    with np.load(saved.folder / FILE) as held:
+        assert {"meta", "edge_rows", "node_keys_strings"} <= set(held.files)
+    assert_same_snapshot(KnowledgeGraph(saved.folder, embed_fn).snapshot, saved.snapshot)
