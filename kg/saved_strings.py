@@ -28,7 +28,8 @@ from kg.numbering import INDEX
 
 #: A change that finds the table grown by more than this share of its size at its last
 #: compaction (strings added by changes, many since dropped) compacts it first, so that a
-#: service that replaces documents for months holds no more than the strings it uses.
+#: service that replaces documents for months holds a quarter more strings than its lists
+#: use at most (or 100,000 more), not every string a change ever added.
 _REBUILD_SHARE = 0.25
 _REBUILD_MIN = 100_000
 #: Items per list a save compares with the list before it trusts the indexes: a wrong
