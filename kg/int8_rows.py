@@ -145,15 +145,26 @@ def gather_rows(parts: Sequence[Int8Rows], rows: np.ndarray) -> Int8Rows:
     """A new one with ``rows`` of the parts' rows (numbered in order, as a scan of the
     parts numbers them), in the order given; the parts' bounds hold for them."""
     out = Int8Rows.zeros(len(rows), parts[0].codes.shape[1])
-    start = 0
-    for part in parts:
-        inside = (rows >= start) & (rows < start + len(part))
-        out.codes[inside] = part.codes[rows[inside] - start]
-        out.unit[inside] = part.unit[rows[inside] - start]
-        start += len(part)
+    fill_rows([p.codes for p in parts], rows, out.codes)
+    fill_rows([p.unit for p in parts], rows, out.unit)
     out.max_error = max(p.max_error for p in parts)
     out.max_norm = max(p.max_norm for p in parts)
     return out
+
+
+def fill_rows(parts: Sequence[np.ndarray], rows: np.ndarray, out: np.ndarray) -> None:
+    """``out[i]`` = row ``rows[i]`` of the parts (numbered in order), ``BLOCK_ROWS`` rows
+    at a time: ``part[rows]`` copies every row it takes before they are put in place, which
+    at a stop after a start from the rows held the entities' 670 MB of rest codes twice
+    (1,000,000 chunks)."""
+    for first in range(0, len(rows), BLOCK_ROWS):
+        block = rows[first : first + BLOCK_ROWS]
+        target = out[first : first + len(block)]
+        start = 0
+        for part in parts:
+            inside = (block >= start) & (block < start + len(part))
+            target[inside] = part[block[inside] - start]
+            start += len(part)
 
 
 def _dots(part: Int8Rows, query_codes: np.ndarray, query_unit: float) -> np.ndarray:

@@ -35,15 +35,13 @@ nearest the question.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 
 from kg import cells as cell_fit
 from kg.best_rows import Best, can_be_best
 from kg.cells import CellOrder
 from kg.file_matrix import Rows
-from kg.int8_rows import BLOCK_ROWS, Int8Rows, gather_rows, write_all
+from kg.int8_rows import BLOCK_ROWS, Int8Rows, write_all
 from kg.rotation import LEAD, Rotation, one_blas_thread
 
 MIN_ROWS = 16_384
@@ -344,66 +342,3 @@ def code_rows(matrix: Rows, saved: Rotation | None = None) -> Codes:
 def rotation_of(codes: Codes | None) -> Rotation | None:
     """The rotation ``codes`` are turned by (None: plain)."""
     return codes.rotation if isinstance(codes, LeadRows) else None
-
-
-def estimate(parts: Sequence[Codes], query: np.ndarray) -> tuple[np.ndarray, float]:
-    """Every row's estimated dot product with the float32 ``query`` (the parts' rows in
-    order), and the slack: each exact score lies within it of its estimate."""
-    scored = [part.scores(query) for part in parts]
-    scores = [s for s, _ in scored]
-    slack = max((s for _, s in scored), default=0.0)
-    return np.concatenate(scores) if scores else np.zeros(0, np.float32), slack
-
-
-def screen(
-    parts: Sequence[Codes], query: np.ndarray, floor: float, best: Best | None = None
-) -> tuple[np.ndarray, np.ndarray, float]:
-    """The rows (numbered as ``estimate`` numbers them, ascending) whose exact score with
-    ``query`` can reach ``floor``, their estimates, and the slack; with ``best``, turned
-    parts leave out rows that cannot be among the best (``kg.best_rows``). Turned parts
-    drop most rows after their leading codes; plain ones estimate every row."""
-    found, estimates, slacks, start = [], [], [0.0], 0
-    for part in parts:
-        if not len(part):  # a table's empty base, or tail: nothing to code the query for
-            continue
-        if isinstance(part, LeadRows):
-            rows, scores, slack = part.screen(query, floor, best)
-        else:
-            every, slack = part.scores(query)
-            rows = np.flatnonzero(every >= floor - slack)
-            scores = every[rows]
-        found.append(rows + start)
-        estimates.append(scores)
-        slacks.append(slack)
-        start += len(part)
-    if not found:
-        return np.zeros(0, np.int64), np.zeros(0, np.float32), 0.0
-    return np.concatenate(found), np.concatenate(estimates), max(slacks)
-
-
-def gather(parts: Sequence[Codes], rows: np.ndarray, ordered: bool = True) -> Codes | None:
-    """A new one with ``rows`` of the parts' rows (numbered in order, as ``estimate``
-    numbers them), in the order given; the parts' bounds hold for them. None where the
-    parts holding rows are coded differently (plain and turned, or turned two ways).
-    ``ordered``: turned codes with cells get their cell order here (not for codes that
-    are only saved: 0.7 s and 290 MB at 2.1 million rows)."""
-    plain = [p for p in parts if isinstance(p, Int8Rows)]
-    held = [p for p in parts if len(p)]
-    if all(isinstance(p, Int8Rows) for p in held):
-        # Parts without rows add none, whatever their kind: number the plain ones alone.
-        return gather_rows(plain, rows) if plain else None
-    turned = [p for p in held if isinstance(p, LeadRows)]
-    if len(turned) != len(held) or any(p.rotation is not turned[0].rotation for p in turned):
-        return None
-    norms = np.concatenate([p.rest_norm for p in turned])
-    cells = [p.cell for p in turned if p.cell is not None]  # all or none: one rotation
-    gathered = LeadRows(
-        turned[0].rotation,
-        gather_rows([p.lead for p in turned], rows),
-        gather_rows([p.rest for p in turned], rows),
-        norms[rows],
-        np.concatenate(cells)[rows] if cells else None,
-    )
-    if ordered:
-        gathered._cell_order()  # a whole table's codes (their move to files)
-    return gathered

@@ -9,9 +9,10 @@ from typing import Any
 import numpy as np
 
 from kg.best_rows import Best
+from kg.code_parts import estimate, gather, screen
 from kg.file_matrix import Rows, take_rows
 from kg.int8_rows import FLOAT_SLACK, blocks
-from kg.lead_rows import Codes, estimate, gather, rotation_of, screen
+from kg.lead_rows import Codes, rotation_of
 from kg.rotation import Rotation
 
 
@@ -88,11 +89,11 @@ class RowMatrix:
         turned = (rotation_of(part) for part in self.codes or ())
         return next((r for r in turned if r is not None), None)
 
-    def codes_of(self, rows: np.ndarray, ordered: bool = True) -> Codes | None:
+    def codes_of(self, rows: np.ndarray) -> Codes | None:
         """The int8 codes of ``rows`` (an index array), in that order; None without codes
-        or where the parts are coded differently (``kg.lead_rows.gather``; ``ordered``:
-        with their cell order made, for codes a screen will read)."""
-        return None if self.codes is None else gather(self.codes, rows, ordered)
+        or where the parts are coded differently (``kg.code_parts.gather``), with their
+        cell order made for a screen to read."""
+        return None if self.codes is None else gather(self.codes, rows)
 
     def dot(self, vector: np.ndarray) -> np.ndarray:
         """Every row's dot product with ``vector``."""

@@ -26,7 +26,6 @@ import itertools
 import json
 import logging
 import uuid
-import zipfile
 from collections.abc import Iterator
 from dataclasses import fields
 from functools import partial
@@ -44,6 +43,7 @@ from kg.graph_file import GRAPH_DB_FILE, NODE, TRIPLE, GraphFile, GraphRows, Vec
 from kg.index import EDGE_LISTS, INDEXED_LISTS, GraphSnapshot
 from kg.int8_rows import Int8Rows
 from kg.lead_rows import Codes, LeadRows, fit_rotation
+from kg.npz_writer import JsonBytes, NpyWriter, write_npz
 from kg.numbering import INDEX
 from kg.rotation import Rotation
 from kg.row_matrix import RowMatrix
@@ -140,7 +140,7 @@ def save(folder: Path, snapshot: GraphSnapshot, versions: dict[str, str]) -> Non
         raise
     entries = _entries(folder, snapshot, snapshot_id, versions, edge_rows)
     try:
-        atomic_write(folder / FILE, partial(_write_npz, entries))
+        atomic_write(folder / FILE, partial(write_npz, entries))
     except BaseException:
         _remove_vector_files(folder, keep=None)
         raise
@@ -153,11 +153,11 @@ def _entries(
     snapshot_id: str,
     versions: dict[str, str],
     edge_rows: np.ndarray,
-) -> Iterator[tuple[str, np.ndarray]]:
-    """``snapshot.npz``'s arrays, each made as it is written: the JSON of the strings (385
-    MiB at 1,000,000 chunks, twice that while it is encoded) is let go before the
-    entities' codes are gathered (766 MiB), where holding both put a stop's peak 1.2-1.6
-    GiB above what the service held (to 6.1-6.4 GiB after a start from the rows)."""
+) -> Iterator[tuple[str, np.ndarray | NpyWriter]]:
+    """``snapshot.npz``'s arrays, each made as it is written (``kg.npz_writer``): the
+    JSON of the strings (385 MiB at 1,000,000 chunks) is let go before the entities'
+    codes are written, where holding both put a stop's peak 1.2-1.6 GiB above what the
+    service held (to 6.1-6.4 GiB after a start from the rows)."""
     table, indexes = _strings_to_save(snapshot)
     meta = {
         "format": FORMAT,
@@ -168,7 +168,7 @@ def _entries(
         **{name: getattr(snapshot, name) for name in _UNIQUE},
     }
     del table
-    yield "meta", np.frombuffer(json.dumps(meta).encode(), np.uint8)
+    yield "meta", JsonBytes(meta)
     del meta
     for name in _ARRAYS:
         yield name, np.ascontiguousarray(getattr(snapshot, name))
@@ -176,16 +176,6 @@ def _entries(
     for name, index in indexes.items():
         yield f"{name}_strings", index
     yield from saved_codes.arrays(snapshot.node_vectors).items()
-
-
-def _write_npz(entries: Iterator[tuple[str, np.ndarray]], out: IO[bytes]) -> None:
-    """What ``np.savez`` writes (one ``.npy`` file an array in an uncompressed zip), with
-    each array let go once written (``np.savez`` holds them all)."""
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
-        for name, array in entries:
-            with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
-                np.lib.format.write_array(member, array, allow_pickle=False)
-            del array
 
 
 def map_tables(

@@ -10,8 +10,9 @@ import pytest
 import kg.cells as cells
 import kg.lead_rows as lead_rows
 from kg.best_rows import FIRST, Best, can_be_best
+from kg.code_parts import screen
 from kg.embeddings import normalize_rows
-from kg.lead_rows import LeadRows, fit_rotation, screen
+from kg.lead_rows import LeadRows, fit_rotation
 from kg.row_matrix import dot_rows
 from tests.kg.kg_testdata import ROW_DIM, full_scan_choice
 

@@ -19,8 +19,9 @@ import kg.lead_rows as lead_rows
 from durable import TEMP_SUFFIX
 from kg import KnowledgeGraph, axes_file, snapshot_file
 from kg.cells import Cells
+from kg.code_parts import screen
 from kg.embeddings import EmbeddingTable, normalize_rows
-from kg.lead_rows import LeadRows, fit_rotation, screen
+from kg.lead_rows import LeadRows, fit_rotation
 from kg.rotation import LEAD, Rotation
 from kg.row_matrix import dot_rows
 from kg.vector_rows import VectorRows

@@ -8,10 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import kg.int8_rows as int8_rows
+from kg.code_parts import estimate
 from kg.embeddings import EmbeddingTable, normalize_rows
 from kg.file_matrix import FileMatrix
-from kg.int8_rows import Int8Rows, blocks, gather_rows
-from kg.lead_rows import estimate
+from kg.int8_rows import Int8Rows, blocks, fill_rows, gather_rows
 from kg.row_matrix import dot_rows
 from kg.vector_rows import VectorRows
 from tests.kg.kg_testdata import candidates_choice, full_scan_choice
@@ -187,3 +188,18 @@ def test_codes_gathered_across_both_parts_are_those_of_the_rows_gathered() -> No
     assert np.array_equal(taken.codes, alone.codes) and np.array_equal(taken.unit, alone.unit)
     assert taken.max_error == max(p.max_error for p in parts)
     assert taken.max_norm == max(p.max_norm for p in parts)
+
+
+def test_rows_are_filled_a_block_at_a_time_from_every_part(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``fill_rows`` puts each row of the parts where ``rows`` says, across blocks and
+    parts of any size (an empty one among them)."""
+    monkeypatch.setattr(int8_rows, "BLOCK_ROWS", 7)
+    rng = np.random.default_rng(9)
+    whole = rng.integers(-127, 128, size=(60, 5)).astype(np.int8)
+    parts = [whole[:23], whole[23:23], whole[23:41], whole[41:]]
+    rows = rng.permutation(60)[:50]
+    out = np.zeros((50, 5), np.int8)
+    fill_rows(parts, rows, out)
+    np.testing.assert_array_equal(out, whole[rows])

@@ -11,9 +11,10 @@ import pytest
 
 import kg.lead_rows as lead_rows
 import kg.rotation as rotation_module
+from kg.code_parts import estimate, gather, screen
 from kg.embeddings import EmbeddingTable, normalize_rows
 from kg.int8_rows import Int8Rows
-from kg.lead_rows import LeadRows, code_rows, estimate, gather, screen
+from kg.lead_rows import LeadRows, code_rows
 from kg.rotation import LEAD, Rotation
 from kg.row_matrix import dot_rows
 from kg.vector_rows import VectorRows

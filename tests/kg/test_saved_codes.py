@@ -11,7 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import kg.int8_rows as int8_rows
+import kg.npz_writer as npz_writer
 from kg import KnowledgeGraph, axes_file, snapshot_file
+from kg.code_parts import gather
 from kg.lead_rows import LeadRows
 from kg.rotation import Rotation
 from tests.kg.kg_testdata import supplied
@@ -142,3 +145,64 @@ def test_codes_that_do_not_fit_the_snapshot_are_not_read(
         again = KnowledgeGraph(first.folder, ShapedEmbed())
     assert "entity codes of [1399, 1400] rows for 1400 entities" in caplog.text
     assert links(again) == links(first)
+
+
+@pytest.mark.usefixtures("few_cells")
+def test_gathered_codes_are_written_a_block_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Codes saved in node order from rows that are not (here: two parts after a change)
+    are written as ``np.save`` writes them gathered whole, without being gathered whole:
+    no block of more than ``BLOCK_ROWS`` rows is made."""
+    monkeypatch.setattr(npz_writer, "BLOCK_ROWS", 100)
+    first = stopped_graph(tmp_path / "kg")
+    again = KnowledgeGraph(first.folder, ShapedEmbed())
+    more = [(f"another {i}", "relates to", f"thing {i} of kind {i % 7}") for i in range(40)]
+    again.replace_documents({"more": supplied("more", *more)}, {"more": "v1"})
+    nodes = again.snapshot.node_vectors
+    assert nodes.matrix.codes is not None
+    whole = gather(nodes.matrix.codes, nodes.rows)
+    assert isinstance(whole, LeadRows) and whole.cell is not None
+    blocks: list[int] = []
+    fill = int8_rows.fill_rows
+
+    def counted(parts: list[np.ndarray], rows: np.ndarray, out: np.ndarray) -> None:
+        blocks.append(len(rows))
+        fill(parts, rows, out)
+
+    monkeypatch.setattr(npz_writer, "fill_rows", counted)
+    again.close()
+    assert blocks and max(blocks) <= 100 and sum(blocks) == 6 * 1440  # six arrays of rows
+    expected = {
+        "lead": whole.lead.codes,
+        "lead_unit": whole.lead.unit,
+        "rest": whole.rest.codes,
+        "rest_unit": whole.rest.unit,
+        "rest_norm": whole.rest_norm,
+        "cell": whole.cell,
+    }
+    with np.load(first.folder / snapshot_file.FILE) as held:
+        for name, array in expected.items():
+            written = held[f"entity_codes_{name}"]
+            assert written.dtype == array.dtype
+            np.testing.assert_array_equal(written, array)
+
+
+@pytest.mark.usefixtures("few_cells")
+def test_a_stop_after_a_start_from_the_rows_saves_codes_the_next_start_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a crash (no snapshot) the start codes the entities in the rows' order, not
+    the nodes': its stop gathers them as it writes, and the next start codes none."""
+    first = stopped_graph(tmp_path / "kg")
+    (first.folder / snapshot_file.FILE).unlink()
+    crashed = KnowledgeGraph(first.folder, ShapedEmbed())
+    nodes = crashed.snapshot.node_vectors
+    assert not np.array_equal(nodes.rows, np.sort(nodes.rows))  # gathered at the save
+    crashed.close()
+    made = codes_made(monkeypatch)
+    later = KnowledgeGraph(first.folder, ShapedEmbed())
+    assert made == []
+    read = turned_codes(later)
+    assert_same_codes(read, LeadRows.of(later.snapshot.node_vectors.matrix.tail, read.rotation))
+    assert links(later) == links(first)
