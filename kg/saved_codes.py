@@ -22,7 +22,7 @@ import numpy as np
 from kg.code_parts import turned_parts
 from kg.int8_rows import Int8Rows
 from kg.lead_rows import LeadRows
-from kg.npz_writer import GatheredRows
+from kg.npz_file import GatheredRows
 from kg.rotation import Rotation
 from kg.vector_rows import VectorRows
 

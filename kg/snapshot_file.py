@@ -23,7 +23,6 @@ builds from the rows as before.
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 import uuid
 from collections.abc import Iterator
@@ -43,7 +42,7 @@ from kg.graph_file import GRAPH_DB_FILE, NODE, TRIPLE, GraphFile, GraphRows, Vec
 from kg.index import EDGE_LISTS, INDEXED_LISTS, GraphSnapshot
 from kg.int8_rows import Int8Rows
 from kg.lead_rows import Codes, LeadRows, fit_rotation
-from kg.npz_writer import JsonBytes, NpyWriter, write_npz
+from kg.npz_file import JsonBytes, NpyWriter, read_json, write_npz
 from kg.numbering import INDEX
 from kg.rotation import Rotation
 from kg.row_matrix import RowMatrix
@@ -154,7 +153,7 @@ def _entries(
     versions: dict[str, str],
     edge_rows: np.ndarray,
 ) -> Iterator[tuple[str, np.ndarray | NpyWriter]]:
-    """``snapshot.npz``'s arrays, each made as it is written (``kg.npz_writer``): the
+    """``snapshot.npz``'s arrays, each made as it is written (``kg.npz_file``): the
     JSON of the strings (385 MiB at 1,000,000 chunks) is let go before the entities'
     codes are written, where holding both put a stop's peak 1.2-1.6 GiB above what the
     service held (to 6.1-6.4 GiB after a start from the rows)."""
@@ -265,7 +264,7 @@ def load(
         return None
     try:
         with np.load(path, allow_pickle=False) as saved:
-            meta = json.loads(saved["meta"].tobytes())
+            meta = read_json(saved, "meta")
             if meta.get("format") not in (FORMAT, _OLDER):
                 log.warning(
                     "knowledge graph: ignoring the saved snapshot %s (format %s)",

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import kg.int8_rows as int8_rows
-import kg.npz_writer as npz_writer
+import kg.npz_file as npz_file
 from kg import KnowledgeGraph, axes_file, snapshot_file
 from kg.code_parts import gather
 from kg.lead_rows import LeadRows
@@ -154,7 +154,7 @@ def test_gathered_codes_are_written_a_block_at_a_time(
     """Codes saved in node order from rows that are not (here: two parts after a change)
     are written as ``np.save`` writes them gathered whole, without being gathered whole:
     no block of more than ``BLOCK_ROWS`` rows is made."""
-    monkeypatch.setattr(npz_writer, "BLOCK_ROWS", 100)
+    monkeypatch.setattr(npz_file, "BLOCK_ROWS", 100)
     first = stopped_graph(tmp_path / "kg")
     again = KnowledgeGraph(first.folder, ShapedEmbed())
     more = [(f"another {i}", "relates to", f"thing {i} of kind {i % 7}") for i in range(40)]
@@ -170,7 +170,7 @@ def test_gathered_codes_are_written_a_block_at_a_time(
         blocks.append(len(rows))
         fill(parts, rows, out)
 
-    monkeypatch.setattr(npz_writer, "fill_rows", counted)
+    monkeypatch.setattr(npz_file, "fill_rows", counted)
     again.close()
     assert blocks and max(blocks) <= 100 and sum(blocks) == 6 * 1440  # six arrays of rows
     expected = {

@@ -1,4 +1,4 @@
-"""The snapshot's zip written entry by entry (``kg.npz_writer``): ``np.load`` reads what
+"""The snapshot's zip written entry by entry (``kg.npz_file``): ``np.load`` reads what
 ``np.savez`` would have written, rows gathered and JSON encoded a piece at a time."""
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-import kg.npz_writer as npz_writer
-from kg.npz_writer import GatheredRows, JsonBytes, write_npz
+import kg.npz_file as npz_file
+from kg.npz_file import GatheredRows, JsonBytes, read_json, write_npz
 
 
 @pytest.fixture
 def small_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(npz_writer, "BLOCK_ROWS", 4)
-    monkeypatch.setattr(npz_writer, "JSON_SLICE", 3)
+    monkeypatch.setattr(npz_file, "BLOCK_ROWS", 4)
+    monkeypatch.setattr(npz_file, "JSON_SLICE", 3)
 
 
 DOCUMENTS: list[dict[str, Any]] = [
@@ -64,6 +64,9 @@ def test_a_zip_of_every_kind_of_entry_reads_back_as_savez_writes_it() -> None:
         norms=norms[rows],
     )
     with np.load(io.BytesIO(ours.getvalue())) as a, np.load(io.BytesIO(theirs.getvalue())) as b:
+        assert read_json(a, "meta") == read_json(b, "meta") == document
+        with pytest.raises(ValueError, match="plain is not a JSON text"):
+            read_json(a, "plain")
         assert a.files == b.files
         for name in b.files:
             assert a[name].dtype == b[name].dtype and a[name].shape == b[name].shape

@@ -1,5 +1,5 @@
-"""The graph's snapshot written as ``np.savez`` writes it (one ``.npy`` file an array in
-an uncompressed zip), with less held at once: at 1,000,000 chunks a save held the
+"""The graph's snapshot, a zip of ``.npy`` files as ``np.savez`` writes it, written and its
+JSON read back with less held at once: at 1,000,000 chunks a save held the
 strings' JSON twice (385 MiB as text, 385 as bytes) and, after a start from the rows, the
 entities' codes gathered in node order (766 MiB) beside the 4.6 GiB the service held.
 
@@ -7,7 +7,8 @@ Each entry is made as it is written and let go after (``np.savez`` takes them al
 once); an entry may be an ``NpyWriter`` that writes its ``.npy`` file itself, a block at
 a time: ``GatheredRows`` (rows of several arrays, in a given order) and ``JsonBytes``
 (a JSON text encoded a slice of its long lists at a time). ``np.load`` reads them as the
-arrays they stand for."""
+arrays they stand for; ``read_json`` reads a ``JsonBytes`` entry's text as it is stored,
+where the array ``np.load`` makes of it would be copied once more to be parsed."""
 
 from __future__ import annotations
 
@@ -72,6 +73,21 @@ class JsonBytes:
         _write_header(out, np.dtype(np.uint8), (sum(map(len, self.pieces)),))
         for piece in self.pieces:
             out.write(piece)
+
+
+def read_json(saved: np.lib.npyio.NpzFile, name: str) -> Any:
+    """The document of entry ``name`` (a ``uint8`` array of JSON text, as ``JsonBytes``
+    writes it); ``ValueError`` where it is not one."""
+    with saved.zip.open(f"{name}.npy") as member:
+        version = np.lib.format.read_magic(member)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(member)
+        else:
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(member)
+        text = member.read()
+    if dtype != np.uint8 or fortran or shape != (len(text),):
+        raise ValueError(f"{name} is not a JSON text ({dtype}, {shape})")
+    return json.loads(text)
 
 
 def write_npz(entries: Iterable[tuple[str, np.ndarray | NpyWriter]], out: IO[bytes]) -> None:
