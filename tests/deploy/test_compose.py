@@ -337,11 +337,12 @@ def test_replica_check_notices(text: str, old: str, new: str, problem: str) -> N
 
 def test_warmrag_has_time_to_save_its_graph_at_a_stop(text: str) -> None:
     """Docker kills a container 10 s after SIGTERM unless told otherwise: a clean stop
-    saves the graph's snapshot (50-75 s at 1,000,000 chunks), and a start after a kill
-    builds the graph from its rows instead."""
+    saves the graph's snapshot (at 1,000,000 chunks 49-75 s after a change, up to 214 s
+    after a start from the rows), and a start after a kill builds the graph from its rows
+    instead."""
     services = load(text)["services"]
     warmrags = [name for name in services if name.startswith("warmrag")]
     assert warmrags == ["warmrag", "warmrag-gpu"]
     for name in warmrags:
         grace = str(services[name].get("stop_grace_period", "10s"))
-        assert grace.endswith("m") and int(grace[:-1]) >= 2, (name, grace)
+        assert grace.endswith("m") and int(grace[:-1]) >= 4, (name, grace)
