@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from dataclasses import fields
 from functools import partial
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeGuard
 
 import numpy as np
 
@@ -37,7 +37,7 @@ from durable import TEMP_SUFFIX, atomic_write
 from kg import axes_file, saved_codes
 from kg.edge_lists import ChunkIndex
 from kg.embeddings import EmbeddingTable
-from kg.file_matrix import FileMatrix
+from kg.file_matrix import FileMatrix, copy_rows
 from kg.graph_file import GRAPH_DB_FILE, NODE, TRIPLE, GraphFile, GraphRows, Vectors, VectorSink
 from kg.index import EDGE_LISTS, INDEXED_LISTS, GraphSnapshot
 from kg.int8_rows import Int8Rows
@@ -58,6 +58,9 @@ FORMAT = 5
 #: ``FORMAT`` at the next stop (a start from the rows instead took 231 s at 1M chunks).
 _OLDER = 4
 _BLOCK_ROWS = 16_384
+#: Runs of at least this many consecutive rows of a vector file a save copies file to
+#: file (``_write_gathered``); shorter ones it gathers with the rows around them.
+_COPY_RUN_ROWS = 1_024
 _GRAPH_FILES = (GRAPH_DB_FILE, f"{GRAPH_DB_FILE}-wal")
 #: The vector files of the snapshot with id ``id`` (``nodes`` or ``triples``).
 VECTOR_FILE = "snapshot-{id}-{kind}.npy"
@@ -342,11 +345,47 @@ def _one_text_per_row(texts: list[str], rows: np.ndarray) -> None:
 def _write_gathered(matrix: RowMatrix, rows: np.ndarray, out: IO[bytes]) -> None:
     """``matrix[rows]`` as one ``.npy`` float32 matrix, gathered a block at a time rather
     than copied whole first: at 1,000,000 chunks the graph's vectors are 8 GB, which a
-    clean stop would otherwise have held in memory twice."""
+    clean stop would otherwise have held in memory twice. Long runs of consecutive rows
+    of a part mapped from a file (the vector files a start mapped: most rows of a save)
+    are copied file to file instead (``kg.file_matrix.copy_rows``)."""
     header = {"descr": "<f4", "fortran_order": False, "shape": (len(rows), matrix.shape[1])}
     np.lib.format.write_array_header_1_0(out, header)
+    written = 0
+    for start, stop, part, first in _file_runs(matrix, rows):
+        _write_rows(matrix, rows[written:start], out)
+        if not copy_rows(part, first, stop - start, out):
+            _write_rows(matrix, rows[start:stop], out)
+        written = stop
+    _write_rows(matrix, rows[written:], out)
+
+
+def _write_rows(matrix: RowMatrix, rows: np.ndarray, out: IO[bytes]) -> None:
     for start in range(0, len(rows), _BLOCK_ROWS):
         out.write(matrix[rows[start : start + _BLOCK_ROWS]].astype("<f4").tobytes())
+
+
+def _file_runs(matrix: RowMatrix, rows: np.ndarray) -> Iterator[tuple[int, int, FileMatrix, int]]:
+    """The runs of at least ``_COPY_RUN_ROWS`` of ``rows`` that are consecutive rows of
+    one of ``matrix``'s parts that reads its file: where the run is in ``rows`` (start,
+    stop), the part, and the run's first row in it. Rows in any other order (the
+    entities' after a start from the rows) are left to be gathered."""
+    split = len(matrix.base)
+    parts = [(matrix.base, 0), (matrix.tail, split)]
+    if not len(rows) or not any(_reads_file(part) for part, _ in parts):
+        return
+    rows = np.asarray(rows, np.int64)
+    breaks = np.flatnonzero((np.diff(rows) != 1) | (rows[1:] == split)) + 1
+    starts = np.concatenate([[0], breaks])
+    stops = np.concatenate([breaks, [len(rows)]])
+    long = np.flatnonzero(stops - starts >= _COPY_RUN_ROWS)
+    for start, stop in zip(starts[long].tolist(), stops[long].tolist(), strict=True):
+        part, offset = parts[0] if rows[start] < split else parts[1]
+        if _reads_file(part):
+            yield start, stop, part, int(rows[start]) - offset
+
+
+def _reads_file(part: object) -> TypeGuard[FileMatrix]:
+    return isinstance(part, FileMatrix) and part.reads_file
 
 
 def _mapped(folder: Path, snapshot_id: str, kind: str) -> FileMatrix:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import gc
+import io
 import os
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import pytest
 
 import kg.file_matrix
 from kg.embeddings import EmbeddingTable
-from kg.file_matrix import FileMatrix, take_rows
+from kg.file_matrix import FileMatrix, copy_rows, take_rows
 from kg.int8_rows import Int8Rows
 from kg.row_matrix import RowMatrix
 
@@ -266,3 +267,64 @@ def test_a_long_run_is_read_in_pieces(
     path, rows = saved_rows
     monkeypatch.setattr(kg.file_matrix, "_MAX_READ", 1000)  # not a whole row
     np.testing.assert_array_equal(FileMatrix.open(path).rows(np.arange(2, 900)), rows[2:900])
+
+
+def test_rows_copied_file_to_file_are_the_file_s_bytes(
+    saved_rows: tuple[Path, np.ndarray], tmp_path: Path
+) -> None:
+    """``copy_rows`` appends the rows' bytes after what ``out`` holds, buffered writes
+    included, and leaves ``out`` at its end for the writes after."""
+    path, rows = saved_rows
+    matrix = FileMatrix.open(path)
+    with open(tmp_path / "out", "wb") as out:
+        out.write(b"head")  # still in the buffer: flushed before the kernel writes
+        assert copy_rows(matrix, 100, 250, out)
+        assert out.tell() == 4 + 250 * 96 * 4
+        out.write(b"tail")
+    written = (tmp_path / "out").read_bytes()
+    assert written[:4] == b"head" and written[-4:] == b"tail"
+    np.testing.assert_array_equal(np.frombuffer(written[4:-4], np.float32), rows[100:350].ravel())
+
+
+def test_rows_out_of_range_are_not_copied(
+    saved_rows: tuple[Path, np.ndarray], tmp_path: Path
+) -> None:
+    matrix = FileMatrix.open(saved_rows[0])
+    with open(tmp_path / "out", "wb") as out, pytest.raises(IndexError):
+        copy_rows(matrix, 900, 101, out)
+
+
+def test_what_cannot_be_copied_file_to_file_is_left_to_the_caller(
+    saved_rows: tuple[Path, np.ndarray], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """False, and nothing written: not a file, a matrix that reads through its mapping,
+    one in memory, or a kernel or file system that refuses (injected: EXDEV after part
+    of the rows, as between file systems on older kernels); a full disk is raised."""
+    path, rows = saved_rows
+    matrix = FileMatrix.open(path)
+    assert not copy_rows(matrix, 0, 10, io.BytesIO())
+    with open(tmp_path / "out", "wb") as out:
+        assert not copy_rows(matrix[5:], 0, 10, out)
+        assert not copy_rows(rows, 0, 10, out)
+        out.write(b"head")
+        real = os.copy_file_range
+        calls = []
+
+        def refusing(src: int, dst: int, count: int, *offsets: int) -> int:
+            calls.append(count)
+            if len(calls) == 1:
+                return real(src, dst, 96 * 4, *offsets)  # one row, then a refusal
+            raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+        monkeypatch.setattr(os, "copy_file_range", refusing)
+        assert not copy_rows(matrix, 0, 10, out)
+        assert out.tell() == 4
+        out.write(b"rest")
+
+        def full(src: int, dst: int, count: int, *offsets: int) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(os, "copy_file_range", full)
+        with pytest.raises(OSError, match="No space"):
+            copy_rows(matrix, 0, 10, out)
+    assert (tmp_path / "out").read_bytes()[:8] == b"headrest"
