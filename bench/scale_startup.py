@@ -60,6 +60,7 @@ from api.server import free_port
 from bench.entity_vectors import VectorShape, real_entity_shape, real_questions
 from bench.harness import MODEL_NAME, vllm
 from bench.kg_subgraph import entity_name
+from bench.machine import this_machine
 from bench.measure import percentile
 from bench.paths import bench_dir
 from bench.scale_copies import Chunk
@@ -413,6 +414,8 @@ def main() -> None:
     args = parser.parse_args()
     from bench.scale import ingest_towns  # bench.scale runs this module's ``run``
 
+    # Its absolute latencies belong to the host state this records (``bench.machine``).
+    print(f"machine: {this_machine(enforce_eager=True).summary}", file=sys.stderr, flush=True)
     with bench_dir() as work:
         embedder = shared_embedder()
         _, chunks, vectors = ingest_towns(60, work / "ingest", embedder)
