@@ -32,7 +32,7 @@ class MemoryLatency(BaseModel):
 
     Latency through the service depends on this as much as on the CPU model. A host of
     the kind most sections here ran on (a 2-core Xeon with AMX, L3 reported as 480
-    MiB) read 9-15 ns a line hot and 460-490 ns after 1 s untouched on 2026-12-06, when a
+    MiB) read 9-15 ns a line hot and 460-990 ns after 1 s untouched on 2026-12-06, when a
     question's embedding took 5-7 ms back to back and 100-165 ms after a pause of 1 s;
     the same kind of host had measured 3.0-3.3 and 6.2 ms for those earlier that day
     (``docs/performance.md``). A run's absolute latencies belong to the host state it

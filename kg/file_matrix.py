@@ -43,9 +43,10 @@ _MAX_READ = 1 << 26
 """The most one read asks for (64 MiB)."""
 #: Reads that wait for no disk can be asked for (``_read_cached``): Linux, most file systems.
 _NOWAIT = hasattr(os, "preadv") and hasattr(os, "RWF_NOWAIT")
+#: Files can be copied file to file in the kernel (``copy_rows``): Linux.
+_KERNEL_COPY = hasattr(os, "copy_file_range")
 #: What ``os.copy_file_range`` raises where the kernel or the file systems cannot copy so
 #: (``copy_rows`` then copies nothing and says so).
-_KERNEL_COPY = hasattr(os, "copy_file_range")
 _NO_KERNEL_COPY = {errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EBADF}
 
 
