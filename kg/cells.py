@@ -106,8 +106,16 @@ class Cells:
 
 
 def _nearest(lead: np.ndarray, centres: np.ndarray) -> np.ndarray:
-    """The nearest centre of each row (least squared distance; the first of a tie)."""
-    return np.argmax(lead @ centres.T - 0.5 * np.einsum("ij,ij->i", centres, centres), axis=1)
+    """The nearest centre of each row (least squared distance; the first of a tie).
+
+    Scored in float64, so that a row's cell does not depend on the rows assigned with
+    it (``Rotation.turn`` says why): in float32, 1 of a graph's 1,400 entities took
+    another cell when its rows were coded again (2-core AMD EPYC with AVX2,
+    2026-12-07). 1.17 s against 0.50 s for 209,456 rows and 512 cells there."""
+    centres64 = np.asarray(centres, np.float64)
+    scores = np.asarray(lead, np.float64) @ centres64.T
+    scores -= 0.5 * np.einsum("ij,ij->i", centres64, centres64)
+    return np.argmax(scores, axis=1)
 
 
 class CellOrder:

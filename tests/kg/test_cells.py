@@ -153,6 +153,24 @@ def test_a_row_is_filed_by_its_vector_whichever_part_codes_it(
         assert candidates_choice(vectors, query, 0.5, 5) == full_scan_choice(left, query, 0.5, 5)
 
 
+def test_a_row_takes_the_same_cell_whatever_rows_are_assigned_with_it() -> None:
+    """Near ties included: a start from the rows, a table grown live and codes made again
+    assign a row in other blocks (``kg.cells._nearest``)."""
+    rng = np.random.default_rng(17)
+    centres = rng.standard_normal((512, LEAD)).astype(np.float32)
+    pairs = rng.integers(0, len(centres), (3000, 2))
+    between = (centres[pairs[:, 0]] + centres[pairs[:, 1]]) / 2  # two centres all but tie
+    lead = (between + 1e-5 * rng.standard_normal(between.shape)).astype(np.float32)
+    grid = Cells(centres, len(lead))
+    whole = grid.assign(lead)
+    for size in (1, 7, 100, 1000):
+        parts = np.concatenate([grid.assign(lead[i : i + size]) for i in range(0, 3000, size)])
+        np.testing.assert_array_equal(parts, whole, err_msg=f"blocks of {size}")
+    exact = lead.astype(np.float64) @ centres.T.astype(np.float64)
+    exact -= 0.5 * (centres.astype(np.float64) ** 2).sum(axis=1)
+    np.testing.assert_array_equal(whole, np.argmax(exact, axis=1))
+
+
 def test_a_table_grown_a_few_rows_at_a_time_is_coded_as_a_start_would_code_it(
     few_cells: int, caplog: pytest.LogCaptureFixture
 ) -> None:
