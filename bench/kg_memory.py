@@ -90,7 +90,7 @@ def measure(
     then select facts for ``queries`` questions. ``after_crash``: the saved snapshot is
     removed first, so the load reads every row and vector as a start after a crash does."""
     if after_crash:
-        snapshot_file.discard(folder)
+        snapshot_file.remove(folder)
     from_snapshot = (folder / snapshot_file.FILE).exists()
     gc.collect()
     own = rss_mib(os.getpid())

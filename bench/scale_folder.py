@@ -152,7 +152,7 @@ def build_graph(
     if batch:
         filed = _file_batch(folder / "kg", batch, documents, first, shape)
     if not keep_snapshot:
-        snapshot_file.discard(folder / "kg")
+        snapshot_file.remove(folder / "kg")
     return filed
 
 

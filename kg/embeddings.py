@@ -50,6 +50,17 @@ def embed_checked(embed: EmbedFn, texts: Sequence[str]) -> np.ndarray:
     return normalize_rows(vectors)
 
 
+def _rows_of(rows: np.ndarray, keys: int, matrix: np.ndarray) -> bool:
+    """``rows`` are ``keys`` distinct rows of ``matrix``, ascending, and ``matrix`` is
+    read-only (its rows no key names stay where they are)."""
+    return (
+        not matrix.flags.writeable
+        and len(rows) == keys
+        and (not keys or (int(rows[0]) >= 0 and int(rows[-1]) < len(matrix)))
+        and bool(np.all(np.diff(rows) > 0))
+    )
+
+
 class EmbeddingTable:
     """A key -> vector map stored as one matrix, so lookups gather rows without copying dicts.
 
@@ -107,10 +118,15 @@ class EmbeddingTable:
         quantized: bool = False,
         codes: Codes | None = None,
         rotation: Rotation | None = None,
+        rows: np.ndarray | None = None,
     ) -> EmbeddingTable:
         """A table over ``matrix`` itself (row i is ``keys[i]``, keys unique): a start
         loads every stored vector this way, without a second copy of them. A read-only
         ``matrix`` (mapped from a file) is kept as it is, and new rows go after it.
+
+        ``rows`` (ascending), where given, are the keys' rows of a read-only ``matrix``
+        whose other rows no key names: dropped rows of the base from the start, as a
+        saved snapshot's grown triples' file holds them (``kg.snapshot_file``).
 
         A ``quantized`` table takes ``codes`` (of ``matrix``'s rows) where a caller has
         them, else makes them: a snapshot read back codes its entities at the load, and
@@ -120,13 +136,18 @@ class EmbeddingTable:
         dim = int(matrix.shape[1]) if len(keys) else None
         table = cls(dim, quantized=quantized, rotation=rotation)
         if len(keys):
-            if matrix.shape[0] != len(keys) or matrix.dtype != np.float32:
-                raise ValueError(f"expected {len(keys)} float32 rows, got {matrix.shape}")
-            if codes is not None and len(codes) != len(keys):
-                raise ValueError(f"expected codes of {len(keys)} rows, got {len(codes)}")
-            table._rows = dict(zip(keys, range(len(keys)), strict=True))
+            count = len(keys) if rows is None else len(matrix)
+            if matrix.shape[0] != count or matrix.dtype != np.float32:
+                raise ValueError(f"expected {count} float32 rows, got {matrix.shape}")
+            if codes is not None and len(codes) != count:
+                raise ValueError(f"expected codes of {count} rows, got {len(codes)}")
+            if rows is not None and not _rows_of(rows, len(keys), matrix):
+                raise ValueError(f"expected {len(keys)} ascending rows of a read-only matrix")
+            named = range(len(keys)) if rows is None else rows.tolist()
+            table._rows = dict(zip(keys, named, strict=True))
             if len(table._rows) != len(keys):
                 raise ValueError("keys repeat")
+            table._dead_base = count - len(keys)
             if matrix.flags.writeable:
                 table._tail = TailRows.over(np.require(matrix, requirements=["C"]))
                 if quantized:
@@ -138,7 +159,7 @@ class EmbeddingTable:
                 if quantized:
                     table._base_codes = codes if codes is not None else code_rows(matrix, rotation)
                     table._rotation = rotation_of(table._base_codes)
-            table._used = len(keys)
+            table._used = count
         return table
 
     def spill_to(self, folder: Path | None) -> None:

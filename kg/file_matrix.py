@@ -33,7 +33,7 @@ import errno
 import os
 import tempfile
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -133,6 +133,62 @@ def copy_rows(matrix: np.ndarray, first: int, count: int, out: IO[bytes]) -> boo
         return False
     out.seek(start + size)
     return True
+
+
+def grow_file(matrix: np.ndarray, to: Path, write: Callable[[IO[bytes]], object]) -> bool:
+    """Append rows to the ``.npy`` file that ``matrix`` (a ``FileMatrix`` that reads its
+    file) maps, through ``write``, set the header's row count to match and rename the
+    file ``to``: the rows already there are neither read nor written again. A clean
+    stop's triple vectors are mostly rows of the file the start mapped (4.9 GB at
+    1,000,000 chunks, rewritten by every stop after a change).
+
+    False, with the file as it was, where ``matrix`` does not read a file, the file at
+    its name is no longer the one it reads, or the header has no room for the new count
+    (the caller writes a new file); other errors (a full disk) are raised, the file
+    then cut back to its rows. The file must be one nothing else reads by its name or
+    header while it grows: the caller's (``kg.snapshot_file``)."""
+    if not (isinstance(matrix, FileMatrix) and matrix._fd is not None):
+        return False
+    path = Path(matrix.filename or "")
+    try:
+        handle = path.open("r+b")
+    except OSError:
+        return False
+    count, dim = matrix.shape
+    end = matrix._data_offset + count * dim * 4
+    with handle:
+        if not os.path.samestat(os.fstat(handle.fileno()), os.fstat(matrix._fd)):
+            return False
+        try:
+            handle.seek(end)
+            handle.truncate()  # what a save cut short appended
+            write(handle)
+            handle.flush()
+            added, rest = divmod(handle.tell() - end, dim * 4)
+            header = _npy_header((count + added, dim), matrix._data_offset)
+            if rest or header is None:
+                handle.truncate(end)
+                return False
+            handle.seek(0)
+            handle.write(header)
+            handle.flush()
+            os.fsync(handle.fileno())
+        except BaseException:
+            handle.truncate(end)
+            raise
+    os.replace(path, to)
+    return True
+
+
+def _npy_header(shape: tuple[int, int], data_offset: int) -> bytes | None:
+    """A version 1.0 ``.npy`` header of float32 rows of ``shape`` exactly ``data_offset``
+    bytes long (the length of the one it replaces), or None where it does not fit."""
+    text = repr({"descr": "<f4", "fortran_order": False, "shape": shape})
+    room = data_offset - 10  # the magic string, the version and the header's length
+    if not 0 < len(text) < room <= 0xFFFF:
+        return None
+    padded = text + " " * (room - len(text) - 1) + "\n"
+    return np.lib.format.magic(1, 0) + room.to_bytes(2, "little") + padded.encode("latin1")
 
 
 def read_rows(fd: int, rows: np.ndarray, dim: int, data_offset: int, name: str) -> np.ndarray:

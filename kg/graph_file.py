@@ -82,11 +82,14 @@ CREATE TABLE IF NOT EXISTS documents (doc_id TEXT PRIMARY KEY, version TEXT NOT 
 @dataclass
 class Vectors:
     """Keys and their (n, dim) float32 vectors, with the rows' int8 codes where a saved
-    snapshot read back made them already (``kg.int8_rows``)."""
+    snapshot read back made them already (``kg.int8_rows``). Key i's vector is row i, or
+    row ``rows[i]`` where given: a matrix with rows no key names (a saved snapshot's grown
+    triples' file, ``kg.snapshot_file``)."""
 
     keys: list[str] = field(default_factory=list)
     matrix: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
     codes: Codes | None = None
+    rows: np.ndarray | None = None
 
     @classmethod
     def of(cls, table: EmbeddingTable, keys: Sequence[str]) -> Vectors:

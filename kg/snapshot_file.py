@@ -18,6 +18,11 @@ it exists only while the file is as it was when the snapshot was saved. A crash 
 point leaves it either whole and current, or absent (written beside and renamed into
 place, the vector files first, ``snapshot.npz`` last); absent, or unreadable, a start
 builds from the rows as before.
+
+The vector files a write leaves (named by no snapshot once it is removed) stay until the
+next save: the triples' one, which the start mapped, then grows by the rows written
+since instead of being written whole again (``_write_triples``: at 1,000,000 chunks it
+is 4.9 GB, and a stop after a one-document change rewrote all of it).
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from durable import TEMP_SUFFIX, atomic_write
 from kg import axes_file, saved_codes
 from kg.edge_lists import ChunkIndex
 from kg.embeddings import EmbeddingTable
-from kg.file_matrix import FileMatrix, copy_rows
+from kg.file_matrix import FileMatrix, copy_rows, grow_file
 from kg.graph_file import GRAPH_DB_FILE, NODE, TRIPLE, GraphFile, GraphRows, Vectors, VectorSink
 from kg.index import EDGE_LISTS, INDEXED_LISTS, GraphSnapshot
 from kg.int8_rows import Int8Rows
@@ -61,6 +66,9 @@ _BLOCK_ROWS = 16_384
 #: Runs of at least this many consecutive rows of a vector file a save copies file to
 #: file (``_write_gathered``); shorter ones it gathers with the rows around them.
 _COPY_RUN_ROWS = 1_024
+#: A save writes the triples' file anew, rather than growing it, once rows no edge reads
+#: pass this share of it (``_write_triples``).
+_DEAD_SHARE = 0.25
 _GRAPH_FILES = (GRAPH_DB_FILE, f"{GRAPH_DB_FILE}-wal")
 #: The vector files of the snapshot with id ``id`` (``nodes`` or ``triples``).
 VECTOR_FILE = "snapshot-{id}-{kind}.npy"
@@ -87,9 +95,17 @@ assert {f.name for f in fields(GraphSnapshot)} == {*_ARRAYS, *_STRINGS, *_VECTOR
 
 
 def discard(folder: Path) -> None:
-    """Remove the saved snapshot: called before any write to the graph's file. (Its
-    vector files may be mapped by the tables in use: removed, they stay readable.)"""
+    """Remove the saved snapshot: called before any write to the graph's file. Its
+    vector files stay, named by no snapshot, until the next save (which grows the
+    triples' in place: ``_write_triples``) or a start from the rows removes them."""
     (folder / FILE).unlink(missing_ok=True)
+
+
+def remove(folder: Path) -> None:
+    """Remove the saved snapshot and every vector file, as a start after a crash leaves
+    the folder once it has read the rows (nothing may map the files: a benchmark's folder
+    made to start as after a crash)."""
+    discard(folder)
     _remove_vector_files(folder, keep=None)
 
 
@@ -126,17 +142,13 @@ def save(folder: Path, snapshot: GraphSnapshot, versions: dict[str, str]) -> Non
     graph's file closed first: its state is recorded, and a file changed by anything but
     the graph, which ``discard`` would not see, makes the snapshot stale)."""
     snapshot_id = uuid.uuid4().hex[:16]
-    used, edge_rows = np.unique(snapshot.edge_vectors.rows, return_inverse=True)
-    vectors = {
-        "nodes": (snapshot.node_vectors.matrix, snapshot.node_vectors.rows),
-        "triples": (snapshot.edge_vectors.matrix, used),
-    }
+    nodes = snapshot.node_vectors
     try:
-        for kind, (matrix, rows) in vectors.items():
-            atomic_write(
-                folder / VECTOR_FILE.format(id=snapshot_id, kind=kind),
-                partial(_write_gathered, matrix, rows),
-            )
+        atomic_write(
+            folder / VECTOR_FILE.format(id=snapshot_id, kind="nodes"),
+            partial(_write_gathered, nodes.matrix, nodes.rows),
+        )
+        edge_rows = _write_triples(folder, snapshot.edge_vectors, snapshot_id)
     except BaseException:
         _remove_vector_files(folder, keep=None)
         raise
@@ -342,6 +354,55 @@ def _one_text_per_row(texts: list[str], rows: np.ndarray) -> None:
         texts[order[i]] = texts[order[i - 1]]
 
 
+def _write_triples(folder: Path, vectors: VectorRows, snapshot_id: str) -> np.ndarray:
+    """Write the snapshot's triple vectors file; return each edge's row in it.
+
+    Where the rows the edges read are mostly those of a vector file in the folder that
+    no saved snapshot names (the one the start mapped, left by the change that removed
+    its snapshot: ``discard``), that file grows: the rows written since are appended and
+    it is renamed for this snapshot (``kg.file_matrix.grow_file``). Its rows no edge reads
+    any longer stay, unread, until they pass ``_DEAD_SHARE`` of it; then, or where there
+    is no such file, the rows the edges read are written to a new file, in row order."""
+    path = folder / VECTOR_FILE.format(id=snapshot_id, kind="triples")
+    grown = _grown_rows(folder, vectors)
+    if grown is not None:
+        added, edge_rows = grown
+        if grow_file(vectors.matrix.base, path, partial(_write_rows, vectors.matrix, added)):
+            return edge_rows
+    used, edge_rows = np.unique(vectors.rows, return_inverse=True)
+    atomic_write(path, partial(_write_gathered, vectors.matrix, used))
+    return edge_rows
+
+
+def _grown_rows(folder: Path, vectors: VectorRows) -> tuple[np.ndarray, np.ndarray] | None:
+    """For a triples' file grown from the one ``vectors``' matrix maps (its base): the
+    rows to append (of the matrix, ascending) and each edge's row in the grown file; None
+    where it cannot grow (no snapshot must name the file, which must be one of the
+    folder's vector files) or should not (too many rows no edge reads)."""
+    base = vectors.matrix.base
+    if (folder / FILE).exists() or not _reads_file(base) or not len(base):
+        return None
+    name = Path(base.filename or "")
+    if not (name.match(VECTOR_FILE.format(id="*", kind="triples")) and _in(folder, name)):
+        return None
+    split = len(base)
+    rows = np.asarray(vectors.rows, np.int64)
+    old = rows < split
+    if split - np.unique(rows[old]).size > _DEAD_SHARE * split:
+        return None
+    added, placed = np.unique(rows[~old], return_inverse=True)
+    file_rows = rows.copy()
+    file_rows[~old] = split + placed
+    return added, file_rows
+
+
+def _in(folder: Path, path: Path) -> bool:
+    try:
+        return path.parent.samefile(folder)
+    except OSError:
+        return False
+
+
 def _write_gathered(matrix: RowMatrix, rows: np.ndarray, out: IO[bytes]) -> None:
     """``matrix[rows]`` as one ``.npy`` float32 matrix, gathered a block at a time rather
     than copied whole first: at 1,000,000 chunks the graph's vectors are 8 GB, which a
@@ -398,12 +459,12 @@ def table_vectors(snapshot: GraphSnapshot) -> tuple[Vectors, Vectors]:
     """The node and triple-text vectors of a snapshot ``load`` read back, as the file's
     rows hold them: the graph's embedding tables adopt these mapped matrices instead of
     reading the same vectors again from the file (780 MiB at 323,000 triples)."""
-    texts = [""] * len(snapshot.edge_vectors.matrix)
-    for text, row in zip(snapshot.edge_text, snapshot.edge_vectors.rows.tolist(), strict=True):
-        texts[row] = text
+    used, first = np.unique(snapshot.edge_vectors.rows, return_index=True)
+    texts = [snapshot.edge_text[i] for i in first.tolist()]
     nodes, triples = snapshot.node_vectors.matrix, snapshot.edge_vectors.matrix
     assert isinstance(nodes.tail, np.ndarray) and isinstance(triples.tail, np.ndarray)
+    every = len(used) == len(triples.tail)  # else a grown file's rows no edge reads
     return (
         Vectors(list(snapshot.node_keys), nodes.tail, nodes.codes[1] if nodes.codes else None),
-        Vectors(texts, triples.tail),
+        Vectors(texts, triples.tail, rows=None if every else used),
     )

@@ -348,7 +348,7 @@ class KnowledgeGraph:
         self._node_vectors = EmbeddingTable.adopt(
             nodes.keys, nodes.matrix, quantized=True, codes=nodes.codes, rotation=self._axes
         )
-        self._triple_vectors = EmbeddingTable.adopt(triples.keys, triples.matrix)
+        self._triple_vectors = EmbeddingTable.adopt(triples.keys, triples.matrix, rows=triples.rows)
         self._spill_tables()
 
     def _spill_tables(self) -> None:

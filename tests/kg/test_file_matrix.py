@@ -8,6 +8,7 @@ import gc
 import io
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -328,3 +329,65 @@ def test_what_cannot_be_copied_file_to_file_is_left_to_the_caller(
         with pytest.raises(OSError, match="No space"):
             copy_rows(matrix, 0, 10, out)
     assert (tmp_path / "out").read_bytes()[:8] == b"headrest"
+
+
+def appending(rows: np.ndarray) -> Any:
+    """A ``grow_file`` writer that appends ``rows``."""
+    return lambda out: out.write(np.ascontiguousarray(rows, "<f4").tobytes())
+
+
+def test_a_grown_file_keeps_its_rows_and_reads_back_whole(
+    saved_rows: tuple[Path, np.ndarray], tmp_path: Path
+) -> None:
+    """``grow_file`` appends, sets the header's count and renames: the same file (its
+    rows not written again), read by ``np.load`` and by a new ``FileMatrix`` as the old
+    rows then the new; the matrix that grew it still reads its own rows."""
+    path, rows = saved_rows
+    matrix = FileMatrix.open(path)
+    inode = path.stat().st_ino
+    added = np.random.default_rng(8).normal(size=(123_456, 96)).astype(np.float32)
+    to = tmp_path / "grown.npy"  # a row count of more digits: the header keeps its length
+    assert kg.file_matrix.grow_file(matrix, to, appending(added))
+    assert not path.exists() and to.stat().st_ino == inode
+    whole = np.concatenate([rows, added])
+    np.testing.assert_array_equal(np.load(to), whole)
+    grown = FileMatrix.open(to)
+    assert grown.shape == whole.shape and grown._data_offset == matrix._data_offset
+    np.testing.assert_array_equal(
+        grown.rows(np.array([0, 999, 1000, len(whole) - 1])), whole[[0, 999, 1000, -1]]
+    )
+    np.testing.assert_array_equal(matrix.rows(np.arange(1000)), rows)
+
+
+def test_a_file_that_cannot_grow_is_left_to_the_caller(
+    saved_rows: tuple[Path, np.ndarray], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """False, the file as it was: a matrix that reads no file, a file renamed or
+    replaced since the matrix opened it, rows not whole, a header with no room; a full
+    disk (injected after some rows) is raised with the file cut back to its rows."""
+    path, rows = saved_rows
+    matrix = FileMatrix.open(path)
+    to = tmp_path / "grown.npy"
+    assert not kg.file_matrix.grow_file(rows, to, appending(rows))
+    assert not kg.file_matrix.grow_file(matrix[5:], to, appending(rows))
+    assert not kg.file_matrix.grow_file(matrix, to, lambda out: out.write(b"odd"))
+    monkeypatch.setattr(kg.file_matrix, "_npy_header", lambda shape, offset: None)
+    assert not kg.file_matrix.grow_file(matrix, to, appending(rows[:3]))
+    monkeypatch.undo()
+
+    def filling(out: Any) -> None:
+        out.write(rows[:7].tobytes())
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with pytest.raises(OSError, match="No space"):
+        kg.file_matrix.grow_file(matrix, to, filling)
+    assert not to.exists()
+    np.testing.assert_array_equal(np.load(path), rows)
+    assert path.stat().st_size == matrix._data_offset + rows.nbytes
+    np.save(tmp_path / "other.npy", rows)
+    os.replace(tmp_path / "other.npy", path)  # another file at the name
+    assert not kg.file_matrix.grow_file(matrix, to, appending(rows[:3]))
+    os.replace(path, tmp_path / "moved.npy")
+    assert not kg.file_matrix.grow_file(matrix, to, appending(rows[:3]))
+    assert not to.exists()
+    np.testing.assert_array_equal(np.load(tmp_path / "moved.npy"), rows)

@@ -355,7 +355,8 @@ def test_a_start_maps_the_vectors_and_changes_write_past_them(
     for vectors in (again.snapshot.node_vectors, again.snapshot.edge_vectors):
         assert isinstance(vectors.matrix.base, np.memmap) and len(vectors.matrix.tail)
     assert_coded(again)
-    assert not files[0].exists()  # the write discarded the saved snapshot; still mapped
+    assert not (saved.folder / FILE).exists()  # the write discarded the saved snapshot
+    assert all(path.exists() for path in files)  # its vector files kept for the save
     saved.remove_documents(["paris"])
     saved.replace_documents({"new": supplied("new", ("Lyon", "lies on", "Rhone"))})
     assert_same_snapshot(again.snapshot, saved.snapshot)
@@ -453,7 +454,8 @@ def test_a_start_after_a_crash_moves_the_vectors_it_read_into_mapped_files(
     for graph in (crashed, saved):
         graph.replace_documents({"new": supplied("new", ("Lyon", "lies on", "Rhone"))})
     assert_same_snapshot(crashed.snapshot, saved.snapshot)
-    assert not list(saved.folder.glob(VECTOR_FILE.format(id="*", kind="*")))  # the write
+    assert not (saved.folder / FILE).exists()  # the write; the mapped files stay
+    assert len(list(saved.folder.glob(VECTOR_FILE.format(id="*", kind="*")))) == 2
     crashed.close()
     assert_same_snapshot(KnowledgeGraph(saved.folder, embed_fn).snapshot, saved.snapshot)
 

@@ -108,8 +108,9 @@ def test_a_stop_after_a_start_and_a_change_copies_the_mapped_rows(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """End to end: a start maps the saved vector files, a change adds rows after them;
-    the stop's save copies the mapped runs file to file (short runs count here), and
-    the next start reads back the graph that was never closed."""
+    the stop's save copies the entities' mapped runs file to file (short runs count
+    here; the triples' file grows instead: ``tests/kg/test_grown_vectors.py``), and the
+    next start reads back the graph that was never closed."""
     saved.close()
     again = KnowledgeGraph(saved.folder, embed_fn)
     again.replace_documents({"new": supplied("new", ("Lyon", "lies on", "Rhone"))})
@@ -117,5 +118,5 @@ def test_a_stop_after_a_start_and_a_change_copies_the_mapped_rows(
     monkeypatch.setattr(kg.snapshot_file, "_COPY_RUN_ROWS", 2)
     copies = kernel_copies(monkeypatch)
     again.close()
-    assert {name.rsplit("-", 1)[1] for name, _, _ in copies} == {"nodes.npy", "triples.npy"}
+    assert {name.rsplit("-", 1)[1] for name, _, _ in copies} == {"nodes.npy"}
     assert_same_snapshot(KnowledgeGraph(saved.folder, embed_fn).snapshot, saved.snapshot)

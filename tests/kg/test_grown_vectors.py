@@ -1,0 +1,176 @@
+"""A clean stop after a change grows the triples' vector file the start mapped instead of
+writing it whole again (``kg.snapshot_file._write_triples``, ``kg.file_matrix.grow_file``):
+the next start reads the same graph back, rows no edge reads stay unread until they pass
+a share of the file, and a save that fails leaves no snapshot."""
+
+from __future__ import annotations
+
+import errno
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import kg.snapshot_file
+from kg import EmbedFn, KnowledgeGraph
+from kg.embeddings import EmbeddingTable
+from kg.file_matrix import FileMatrix
+from kg.snapshot_file import FILE, VECTOR_FILE
+from tests.kg.kg_testdata import supplied
+from tests.kg.test_kg_load import assert_same_snapshot, saved  # noqa: F401  (the fixture)
+
+NEW = {"new": supplied("new", ("Lyon", "lies on", "Rhone"), ("Lyon", "lies in", "France"))}
+
+
+def triples_file(folder: Path) -> Path:
+    """The folder's one triples' vector file."""
+    (path,) = folder.glob(VECTOR_FILE.format(id="*", kind="triples"))
+    return path
+
+
+def opened(folder: Path, embed_fn: EmbedFn) -> KnowledgeGraph:
+    """A graph started on ``folder``, ready for changes (no thread of its start is left
+    to run into the next test)."""
+    graph = KnowledgeGraph(folder, embed_fn)
+    assert graph.wait_prepared(timeout=30)
+    return graph
+
+
+def closed_with_a_copy(graph: KnowledgeGraph, embed_fn: EmbedFn) -> KnowledgeGraph:
+    """Close ``graph`` and return a graph on a copy of its folder, for reference: the
+    changes the test makes to the folder's graph, made to it, give what the folder's
+    next start must read back."""
+    graph.close()
+    copy = graph.folder.parent / "reference"
+    shutil.copytree(graph.folder, copy)
+    return opened(copy, embed_fn)
+
+
+def change(graph: KnowledgeGraph) -> None:
+    """Rows added (the new document's facts) and rows no edge reads any more (paris's)."""
+    graph.replace_documents(NEW)
+    graph.remove_documents(["paris"])
+
+
+@pytest.mark.parametrize("start", ["snapshot", "rows"])
+def test_a_stop_after_a_change_grows_the_file_the_start_mapped(
+    saved: KnowledgeGraph,  # noqa: F811
+    embed_fn: EmbedFn,
+    monkeypatch: pytest.MonkeyPatch,
+    start: str,
+) -> None:
+    """After a start from the snapshot, or from the rows (as after a crash: the file is
+    the one the vectors were streamed to), a change and a clean stop: the triples' file
+    is the same file, renamed for the new snapshot, with the new rows after its own; the
+    next start reads back the graph that was never closed, its rows no edge reads left
+    dropped, and grows the file again at its own stop."""
+    monkeypatch.setattr(kg.snapshot_file, "_DEAD_SHARE", 1.0)  # always grown
+    reference = closed_with_a_copy(saved, embed_fn)
+    if start == "rows":
+        kg.snapshot_file.discard(saved.folder)  # as after a crash
+    graph = opened(saved.folder, embed_fn)
+    before = triples_file(saved.folder)
+    inode, rows = before.stat().st_ino, len(np.load(before, mmap_mode="r"))
+    change(graph)
+    assert not (saved.folder / FILE).exists() and before.exists()  # kept for the save
+    graph.close()
+    grown = triples_file(saved.folder)
+    assert grown != before and grown.stat().st_ino == inode
+    added = len(np.load(grown, mmap_mode="r")) - rows
+    assert added == 2  # the new document's two facts; paris's rows stay
+    change(reference)
+    again = opened(saved.folder, embed_fn)
+    assert_same_snapshot(again.snapshot, reference.snapshot)
+    table = again._triple_vectors
+    assert len(table) == rows + added - 3 == len(table.matrix) - 3  # paris's: dropped
+    for each in (again, reference):
+        each.replace_documents({"more": supplied("more", ("Rhone", "flows into", "Sea"))})
+    again.close()
+    assert triples_file(saved.folder).stat().st_ino == inode
+    assert_same_snapshot(opened(saved.folder, embed_fn).snapshot, reference.snapshot)
+
+
+def test_rows_no_edge_reads_past_the_share_go_with_a_new_file(
+    saved: KnowledgeGraph,  # noqa: F811
+    embed_fn: EmbedFn,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where the rows no edge reads would pass ``_DEAD_SHARE`` of the file (here any),
+    the save writes a new file of the rows the edges read alone."""
+    monkeypatch.setattr(kg.snapshot_file, "_DEAD_SHARE", 0.0)
+    reference = closed_with_a_copy(saved, embed_fn)
+    graph = opened(saved.folder, embed_fn)
+    inode = triples_file(saved.folder).stat().st_ino
+    change(graph)
+    graph.close()
+    written = triples_file(saved.folder)
+    assert written.stat().st_ino != inode
+    change(reference)
+    assert len(np.load(written)) == len(set(reference.snapshot.edge_text))
+    assert_same_snapshot(opened(saved.folder, embed_fn).snapshot, reference.snapshot)
+
+
+@pytest.mark.parametrize("fault", ["rows", "snapshot"])
+def test_a_save_that_fails_after_the_file_grew_leaves_no_snapshot(
+    saved: KnowledgeGraph,  # noqa: F811
+    embed_fn: EmbedFn,
+    monkeypatch: pytest.MonkeyPatch,
+    fault: str,
+) -> None:
+    """Faults injected: the disk fills while the new rows are appended, or when
+    ``snapshot.npz`` is written after the file grew. No snapshot and no vector file is
+    left (a file grown but named by none would only be a stray); the next start builds
+    from the rows the graph that was never closed."""
+    reference = closed_with_a_copy(saved, embed_fn)
+    graph = opened(saved.folder, embed_fn)
+    change(graph)
+    full = OSError(errno.ENOSPC, "No space left on device")
+    if fault == "rows":
+        grow = kg.snapshot_file.grow_file
+
+        def filling(matrix: np.ndarray, to: Path, write: Any) -> bool:
+            def part(out: Any) -> None:
+                out.write(b"\0" * 1000)
+                raise full
+
+            return grow(matrix, to, part)
+
+        monkeypatch.setattr(kg.snapshot_file, "grow_file", filling)
+    else:
+        real = kg.snapshot_file.atomic_write
+
+        def failing(path: Path, write: Any) -> None:
+            if path.name == FILE:
+                raise full
+            real(path, write)
+
+        monkeypatch.setattr(kg.snapshot_file, "atomic_write", failing)
+    graph.close()  # logs the failure; the graph's file is whole
+    monkeypatch.undo()
+    assert not [p for p in saved.folder.iterdir() if "snapshot" in p.name]
+    change(reference)
+    again = opened(saved.folder, embed_fn)
+    assert_same_snapshot(again.snapshot, reference.snapshot)
+    again.close()
+    assert_same_snapshot(opened(saved.folder, embed_fn).snapshot, reference.snapshot)
+
+
+def test_a_table_adopts_a_file_whose_rows_not_all_have_keys(tmp_path: Path) -> None:
+    """``EmbeddingTable.adopt`` with ``rows``: each key reads its own row, the others
+    count as dropped rows of the base, new rows go after the file's; rows that are not
+    ascending, out of range, or of a matrix in memory are refused."""
+    values = np.random.default_rng(3).normal(size=(6, 4)).astype(np.float32)
+    np.save(tmp_path / "rows.npy", values)
+    matrix = FileMatrix.open(tmp_path / "rows.npy")
+    table = EmbeddingTable.adopt(["a", "b", "c"], matrix, rows=np.array([0, 2, 5]))
+    assert table.keys() == ["a", "b", "c"] and len(table.matrix) == 6
+    np.testing.assert_array_equal(table.gather(["c", "a"]), values[[5, 0]])
+    table.add(["d"], values[:1] * 2)
+    assert table.rows_for(["d"]).tolist() == [6]
+    for rows in ([2, 0, 5], [0, 2, 6], [0, 2]):
+        with pytest.raises(ValueError):
+            EmbeddingTable.adopt(["a", "b", "c"], matrix, rows=np.array(rows))
+    with pytest.raises(ValueError):
+        EmbeddingTable.adopt(["a", "b", "c"], values.copy(), rows=np.array([0, 2, 5]))
