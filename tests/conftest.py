@@ -25,16 +25,14 @@ import pytest
 from api.config import Settings
 from api.main import create_app
 from api.metrics import ServiceMetrics
-from api.residency import child_endpoint
 from api.runtime import Runtime
-from api.server import ThreadedServer, free_port
+from api.server import ThreadedServer
 from rag.knowledge.embedding import Embedder, shared_embedder
-from rag.llm.bundled_model import ensure_chat_model
 from rag.llm.client import LLMEngine
-from rag.llm.cpu import CpuFeatures, plan_for
 from rag.llm.server import VLLMServer
 from tests.browser import CHROMIUM
 from tests.fakes import FakeEngine
+from tests.session_vllm import SessionVLLM, start_if_used, vllm_modules_last
 
 REPO = Path(__file__).resolve().parent.parent
 MODEL_NAME = "SmolLM2-135M-Instruct"
@@ -42,6 +40,7 @@ ADMIN_TOKEN = "test-admin-token"
 
 
 TEST_TMP = REPO / "data" / "pytest"
+SESSION_VLLM = SessionVLLM(REPO / "data" / "models" / MODEL_NAME, MODEL_NAME, REPO / "data")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -52,10 +51,20 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.basetemp = str(TEST_TMP)
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The modules that use the vLLM server run last, while it starts (after pytest's
+    own ordering by fixture scope)."""
+    vllm_modules_last(items)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Start installing Chromium now if a browser test is to run (it takes a while)."""
+    """Start installing Chromium and starting vLLM now if a test is to use them (each
+    takes a while)."""
     if any(item.get_closest_marker("browser") for item in session.items):
         CHROMIUM.start()
+    if not session.config.option.collectonly:
+        start_if_used(SESSION_VLLM, session.items)
 
 
 @pytest.fixture(scope="session")
@@ -68,6 +77,7 @@ def chromium() -> Path:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    SESSION_VLLM.stop()
     if Path(config.option.basetemp or "") == TEST_TMP:
         shutil.rmtree(TEST_TMP, ignore_errors=True)
 
@@ -75,32 +85,18 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 @pytest.fixture(scope="session")
 def model_dir() -> Path:
     # The converted model is cached where `make run` keeps it, so it is made once.
-    return ensure_chat_model(REPO / "data" / "models" / MODEL_NAME)
+    return SESSION_VLLM.model()
 
 
 @pytest.fixture(scope="session")
-def vllm(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VLLMServer]:
+def vllm() -> Iterator[VLLMServer]:
     """The one real vLLM-CPU server of the test session (eager: it starts in under a
-    minute; the dtype this CPU runs fastest)."""
-    plan = plan_for(CpuFeatures.read(), enforce_eager=True)
-    work_dir = tmp_path_factory.mktemp("vllm")
-    server = VLLMServer(
-        model_dir,
-        MODEL_NAME,
-        free_port(),
-        work_dir,
-        kv_events=child_endpoint(work_dir),  # as the runtime starts its child
-        kv_cache_gib=4,  # the 4-16 GiB tier: warmup may use 30% of the KV cache
-        enforce_eager=True,
-        dev_mode=True,
-        dtype=plan.dtype,
-    )
-    server.start()
+    minute; the dtype this CPU runs fastest), started after collection
+    (``tests.session_vllm``)."""
     try:
-        server.wait_ready(timeout_s=600)
-        yield server
+        yield SESSION_VLLM.wait_ready(timeout_s=600)
     finally:
-        server.stop()
+        SESSION_VLLM.stop()
 
 
 @pytest.fixture(scope="session")

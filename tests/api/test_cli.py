@@ -19,10 +19,11 @@ from pathlib import Path
 import pytest
 
 from api.cli import cache_line, main
+from api.server import free_port
 from rag.chat.results import CacheInfo, Timings, WarmState
 from rag.knowledge.kvstore import SqliteKVStore
 from tests.api.test_storage_faults import failing
-from tests.conftest import ADMIN_TOKEN, Service, Services, free_port
+from tests.conftest import ADMIN_TOKEN, Service, Services
 from tests.fakes import FakeEngine
 
 StartFake = Callable[..., tuple[Service, FakeEngine]]

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from tests.conftest import Service, ServiceFactory, free_port
+from api.server import free_port
+from tests.conftest import Service, ServiceFactory
 
 
 def test_health_ready_metrics(service: Service) -> None:
