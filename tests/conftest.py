@@ -104,6 +104,22 @@ def embedder() -> Embedder:
     return shared_embedder()
 
 
+@pytest.fixture(autouse=True)
+def session_embedder_as_made() -> Iterator[None]:
+    """Each test gets the session's embedder on the runtime it was made with.
+
+    A knowledge base recorded with another runtime (float32 on a Qdrant server, 8-bit
+    weights) makes the embedder follow it (``Embedder.follow``), for good in a service;
+    across tests that ran every later test on it: the shared-collection tests left it
+    on torch float32, and the real pages' warm hits ran on float32 documents."""
+    embedder = shared_embedder()
+    identity = embedder.identity
+    yield
+    if embedder.identity != identity:
+        embedder.follow(identity)
+        assert embedder.identity == identity, f"the session's embedder stays on {embedder.identity}"
+
+
 def error_body(resp: httpx.Response) -> dict[str, Any]:
     """An error response's body in warmrag's shape. The OpenAI-compatible routes answer in
     OpenAI's (``{"error": {...}}``); their ``issues`` or ``message`` become ``detail``."""
