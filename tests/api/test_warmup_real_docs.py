@@ -14,13 +14,13 @@ triples for both wordings with the documents in int8 (7-bit weights, the default
 and in float32, and the questions in float32 and in int8, before and after the change
 test's edit (checked on this corpus, 2026-12-07); the stash-show pair, whose test warms
 its first 640 tokens, keeps its first passages (its third differs with float32
-documents). Fewer rewordings keep the prefix than one
-would think: "How can I create an annotated tag?", this module's hot question before,
-takes another third passage than its "How do I" with int8 documents (0.4011 against
-0.4084); the suite ran it on float32 documents only because an earlier test's knowledge
-base had made the session's embedder follow float32 (``conftest`` now gives each test
-the embedder as the session made it). On the real corpus 104-106 of 244 rule-made
-rewordings keep it (``bench.precision_quality``).
+documents). Fewer rewordings keep the prefix than one would think: "How can I create
+an annotated tag?", this module's hot question before, takes another third passage
+than its "How do I" with int8 documents (0.4011 against 0.4084); the suite ran it on
+float32 documents only because an earlier test's knowledge base had made the
+session's embedder follow float32 (``conftest`` now gives each test the embedder as
+the session made it). On the real corpus 104-106 of 244 rule-made rewordings keep it
+(``bench.precision_quality``).
 """
 
 from __future__ import annotations
