@@ -34,7 +34,8 @@ def screen(
         if not len(part):  # a table's empty base, or tail: nothing to code the query for
             continue
         if isinstance(part, LeadRows):
-            rows, scores, slack = part.screen(query, floor, best)
+            part_best = None if best is None else best.of_part(start, len(part))
+            rows, scores, slack = part.screen(query, floor, part_best)
         else:
             every, slack = part.scores(query)
             rows = np.flatnonzero(every >= floor - slack)

@@ -251,7 +251,8 @@ class LeadRows:
             rest, _ = self.rest.scores(rest_query, rows[at])
             return lead[at] + rest - np.float32(slack)
 
-        chosen = can_be_best(bound + np.float32(lead_slack), lower_of, best)
+        live = None if best.live is None else best.live[rows]
+        chosen = can_be_best(bound + np.float32(lead_slack), lower_of, best, live)
         return slice(None) if chosen is None else chosen
 
     def _cell_order(self) -> CellOrder | None:

@@ -31,7 +31,7 @@ class VectorRows:
     ``token`` is the table's when the rows were taken (``EmbeddingTable.token``).
     """
 
-    __slots__ = ("_items", "matrix", "rows", "token")
+    __slots__ = ("_items", "_live", "matrix", "rows", "token")
 
     def __init__(
         self, matrix: RowMatrix | np.ndarray, rows: np.ndarray, token: object = None
@@ -40,6 +40,7 @@ class VectorRows:
         self.rows = rows
         self.token = token
         self._items: np.ndarray | None = None  # the item of each matrix row (-1: none)
+        self._live: np.ndarray | None = None  # whether each row has one (None: all have)
 
     def _item_index(self) -> np.ndarray | None:
         """The item of each of the matrix's rows (-1: a row no item uses, a dropped
@@ -49,8 +50,10 @@ class VectorRows:
         if self._items is None:
             index = np.full(len(self.matrix), -1, INDEX)
             index[self.rows] = np.arange(len(self.rows), dtype=INDEX)
-            distinct = np.count_nonzero(index >= 0) == len(self.rows)
+            live = index >= 0
+            distinct = np.count_nonzero(live) == len(self.rows)
             self._items = index if distinct else np.zeros(0, INDEX)
+            self._live = live if distinct and len(self.rows) < len(live) else None
         return self._items if len(self._items) or not len(self.rows) else None
 
     def prepare(self) -> None:
@@ -116,7 +119,8 @@ class VectorRows:
             estimates = estimates[self.rows]
             items = np.arange(len(self.rows))
         else:
-            best = Best(count, SCORE_MARGIN)
+            # Rows no item uses (dropped keys') must not set the bar (``kg.best_rows``).
+            best = Best(count, SCORE_MARGIN, self._live)
             rows, estimates, slack = self.matrix.screen(vector, floor - SCORE_MARGIN, best)
             items = index[rows].astype(np.int64)
         near = (items >= 0) & (estimates >= floor - slack - SCORE_MARGIN)
