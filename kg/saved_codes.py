@@ -24,7 +24,7 @@ from kg.int8_rows import Int8Rows
 from kg.lead_rows import LeadRows
 from kg.npz_file import GatheredRows
 from kg.rotation import Rotation
-from kg.vector_rows import VectorRows
+from kg.row_matrix import RowMatrix
 
 log = logging.getLogger(__name__)
 
@@ -45,21 +45,22 @@ def _cells(part: LeadRows) -> np.ndarray:
     return part.cell
 
 
-def arrays(nodes: VectorRows) -> dict[str, np.ndarray | GatheredRows]:
-    """The arrays to save for the turned codes of ``nodes``' rows, in their order (none
-    where the codes are plain, or the parts are turned two ways): a start's own part as
-    it is where the rows are that part's, in order; else each gathered as it is written
-    (after a start from the rows: 766 MB at 1,000,000 chunks, not held at once)."""
-    parts = nodes.matrix.codes
+def arrays(matrix: RowMatrix, rows: np.ndarray) -> dict[str, np.ndarray | GatheredRows]:
+    """The arrays to save for the turned codes of ``matrix``'s ``rows``, in that order
+    (the rows of the entities' saved vector file; none where the codes are plain, or
+    the parts are turned two ways): a part's codes as they are where the rows are that
+    part's, in order (a start's own part, its file kept); else each gathered as it is
+    written (after a start from the rows: 766 MB at 1,000,000 chunks, not held at once)."""
+    parts = matrix.codes
     turned = None if parts is None else turned_parts(parts)
     if turned is None:
         return {}
-    whole = _whole_part(nodes, turned)
+    whole = _whole_part(rows, turned)
 
     def rows_of(field: Callable[[LeadRows], np.ndarray]) -> np.ndarray | GatheredRows:
         if whole is not None:
             return np.ascontiguousarray(field(whole))
-        return GatheredRows([field(p) for p in turned], nodes.rows)
+        return GatheredRows([field(p) for p in turned], rows)
 
     saved = {name: rows_of(field) for name, field in _FIELDS.items()}
     saved["bounds"] = np.array(
@@ -111,11 +112,11 @@ def read(saved: Mapping[str, np.ndarray], rotation: Rotation | None, rows: int) 
     return codes
 
 
-def _whole_part(nodes: VectorRows, turned: Sequence[LeadRows]) -> LeadRows | None:
-    """The part whose rows are ``nodes``' rows, in order (a start's own part), if any."""
+def _whole_part(rows: np.ndarray, turned: Sequence[LeadRows]) -> LeadRows | None:
+    """The part whose rows are ``rows``, in order (a start's own part), if any."""
     start = 0
     for part in turned:
-        if np.array_equal(nodes.rows, np.arange(start, start + len(part))):
+        if len(rows) == len(part) and np.array_equal(rows, np.arange(start, start + len(part))):
             return part
         start += len(part)
     return None

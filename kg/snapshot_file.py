@@ -31,7 +31,7 @@ import itertools
 import logging
 import uuid
 from collections.abc import Iterator
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from functools import partial
 from pathlib import Path
 from typing import IO, Any, TypeGuard
@@ -58,9 +58,11 @@ log = logging.getLogger(__name__)
 
 FILE = "snapshot.npz"
 #: Bumped when the saved fields change: an older file is ignored, not misread.
-FORMAT = 5
-#: Format 4 saved each list's strings in the JSON and no codes: read, and saved again as
+FORMAT = 6
+#: Format 5 saved the entities' vectors in node order, without ``node_rows``; format 4
+#: also each list's strings in the JSON, and no codes. Both are read, and saved again as
 #: ``FORMAT`` at the next stop (a start from the rows instead took 231 s at 1M chunks).
+_NODE_ORDER = 5
 _OLDER = 4
 _BLOCK_ROWS = 16_384
 #: Runs of at least this many consecutive rows of a vector file a save copies file to
@@ -142,17 +144,13 @@ def save(folder: Path, snapshot: GraphSnapshot, versions: dict[str, str]) -> Non
     graph's file closed first: its state is recorded, and a file changed by anything but
     the graph, which ``discard`` would not see, makes the snapshot stale)."""
     snapshot_id = uuid.uuid4().hex[:16]
-    nodes = snapshot.node_vectors
     try:
-        atomic_write(
-            folder / VECTOR_FILE.format(id=snapshot_id, kind="nodes"),
-            partial(_write_gathered, nodes.matrix, nodes.rows),
-        )
-        edge_rows = _write_triples(folder, snapshot.edge_vectors, snapshot_id)
+        nodes = _write_vectors(folder, snapshot.node_vectors, snapshot_id, "nodes")
+        edges = _write_vectors(folder, snapshot.edge_vectors, snapshot_id, "triples")
     except BaseException:
         _remove_vector_files(folder, keep=None)
         raise
-    entries = _entries(folder, snapshot, snapshot_id, versions, edge_rows)
+    entries = _entries(folder, snapshot, snapshot_id, versions, nodes, edges.item_rows)
     try:
         atomic_write(folder / FILE, partial(write_npz, entries))
     except BaseException:
@@ -166,6 +164,7 @@ def _entries(
     snapshot: GraphSnapshot,
     snapshot_id: str,
     versions: dict[str, str],
+    nodes: FileRows,
     edge_rows: np.ndarray,
 ) -> Iterator[tuple[str, np.ndarray | NpyWriter]]:
     """``snapshot.npz``'s arrays, each made as it is written (``kg.npz_file``): the
@@ -187,9 +186,10 @@ def _entries(
     for name in _ARRAYS:
         yield name, np.ascontiguousarray(getattr(snapshot, name))
     yield "edge_rows", edge_rows.astype(INDEX)
+    yield "node_rows", nodes.item_rows.astype(INDEX)
     for name, index in indexes.items():
         yield f"{name}_strings", index
-    yield from saved_codes.arrays(snapshot.node_vectors).items()
+    yield from saved_codes.arrays(snapshot.node_vectors.matrix, nodes.source).items()
 
 
 def map_tables(
@@ -280,7 +280,7 @@ def load(
     try:
         with np.load(path, allow_pickle=False) as saved:
             meta = read_json(saved, "meta")
-            if meta.get("format") not in (FORMAT, _OLDER):
+            if meta.get("format") not in (FORMAT, _NODE_ORDER, _OLDER):
                 log.warning(
                     "knowledge graph: ignoring the saved snapshot %s (format %s)",
                     path,
@@ -297,6 +297,7 @@ def load(
                 indexes = {name: saved[f"{name}_strings"] for name in INDEXED_LISTS}
                 strings = StringIndexes(meta["strings"], indexes, len(meta["strings"]))
             nodes = _mapped(folder, meta["id"], "nodes")
+            node_rows = saved["node_rows"] if meta["format"] == FORMAT else np.arange(len(nodes))
             rotation = fit_rotation(nodes, axes)
             codes: Codes | None = saved_codes.read(saved, rotation, len(nodes))
         # Coded here where none were saved, not when the first change gives the tables
@@ -304,10 +305,11 @@ def load(
         # (at 2.1 million entities 144 ms and 3.2 GB of pages, against 41 ms from the codes).
         if codes is None:
             codes = Int8Rows.of(nodes) if rotation is None else LeadRows.of(nodes, rotation)
-        node_vectors = VectorRows.stacked(nodes, codes)
+        node_vectors = VectorRows.stacked(nodes, codes, node_rows.astype(INDEX))
         edge_vectors = VectorRows(_mapped(folder, meta["id"], "triples"), edge_rows)
-        if len(node_vectors) != len(strings.indexes["node_keys"]) or (
-            edge_rows.size and int(edge_rows.max()) >= len(edge_vectors.matrix)
+        if len(node_vectors) != len(strings.indexes["node_keys"]) or any(
+            rows.size and (int(rows.max()) >= len(vectors.matrix) or int(rows.min()) < 0)
+            for rows, vectors in ((node_rows, node_vectors), (edge_rows, edge_vectors))
         ):
             raise ValueError("the vector files do not match the snapshot")
         lists: dict[str, Any] = {**{name: meta[name] for name in _UNIQUE}, **strings.lists()}
@@ -354,36 +356,47 @@ def _one_text_per_row(texts: list[str], rows: np.ndarray) -> None:
         texts[order[i]] = texts[order[i - 1]]
 
 
-def _write_triples(folder: Path, vectors: VectorRows, snapshot_id: str) -> np.ndarray:
-    """Write the snapshot's triple vectors file; return each edge's row in it.
+@dataclass(frozen=True)
+class FileRows:
+    """A saved vector file's rows: ``source``, the matrix row each file row holds, in
+    file order; ``item_rows``, each item's row in the file."""
 
-    Where the rows the edges read are mostly those of a vector file in the folder that
-    no saved snapshot names (the one the start mapped, left by the change that removed
-    its snapshot: ``discard``), that file grows: the rows written since are appended and
-    it is renamed for this snapshot (``kg.file_matrix.grow_file``). Its rows no edge reads
-    any longer stay, unread, until they pass ``_DEAD_SHARE`` of it; then, or where there
-    is no such file, the rows the edges read are written to a new file, in row order."""
-    path = folder / VECTOR_FILE.format(id=snapshot_id, kind="triples")
-    grown = _grown_rows(folder, vectors)
+    source: np.ndarray
+    item_rows: np.ndarray
+
+
+def _write_vectors(folder: Path, vectors: VectorRows, snapshot_id: str, kind: str) -> FileRows:
+    """Write the snapshot's vector file of ``kind`` (``nodes``, ``triples``); return
+    which rows it holds and where each item's is.
+
+    Where the rows the items read are mostly those of a vector file of that kind in the
+    folder that no saved snapshot names (the one the start mapped, left by the change
+    that removed its snapshot: ``discard``), that file grows: the rows written since are
+    appended and it is renamed for this snapshot (``kg.file_matrix.grow_file``). Its
+    rows no item reads any longer (a removed document's entities and facts) stay,
+    unread, until they pass ``_DEAD_SHARE`` of it; then, or where there is no such
+    file, the rows the items read are written to a new file, in row order."""
+    path = folder / VECTOR_FILE.format(id=snapshot_id, kind=kind)
+    grown = _grown_rows(folder, vectors, kind)
     if grown is not None:
-        added, edge_rows = grown
+        added = grown.source[len(vectors.matrix.base) :]
         if grow_file(vectors.matrix.base, path, partial(_write_rows, vectors.matrix, added)):
-            return edge_rows
-    used, edge_rows = np.unique(vectors.rows, return_inverse=True)
+            return grown
+    used, item_rows = np.unique(vectors.rows, return_inverse=True)
     atomic_write(path, partial(_write_gathered, vectors.matrix, used))
-    return edge_rows
+    return FileRows(used, item_rows)
 
 
-def _grown_rows(folder: Path, vectors: VectorRows) -> tuple[np.ndarray, np.ndarray] | None:
-    """For a triples' file grown from the one ``vectors``' matrix maps (its base): the
-    rows to append (of the matrix, ascending) and each edge's row in the grown file; None
-    where it cannot grow (no snapshot must name the file, which must be one of the
-    folder's vector files) or should not (too many rows no edge reads)."""
+def _grown_rows(folder: Path, vectors: VectorRows, kind: str) -> FileRows | None:
+    """For a file grown from the one ``vectors``' matrix maps (its base): its rows (the
+    base's, then those appended: rows of the matrix, ascending) and each item's row in
+    it; None where it cannot grow (no snapshot must name the file, which must be one of
+    the folder's vector files of ``kind``) or should not (too many rows no item reads)."""
     base = vectors.matrix.base
     if (folder / FILE).exists() or not _reads_file(base) or not len(base):
         return None
     name = Path(base.filename or "")
-    if not (name.match(VECTOR_FILE.format(id="*", kind="triples")) and _in(folder, name)):
+    if not (name.match(VECTOR_FILE.format(id="*", kind=kind)) and _in(folder, name)):
         return None
     split = len(base)
     rows = np.asarray(vectors.rows, np.int64)
@@ -391,9 +404,9 @@ def _grown_rows(folder: Path, vectors: VectorRows) -> tuple[np.ndarray, np.ndarr
     if split - np.unique(rows[old]).size > _DEAD_SHARE * split:
         return None
     added, placed = np.unique(rows[~old], return_inverse=True)
-    file_rows = rows.copy()
-    file_rows[~old] = split + placed
-    return added, file_rows
+    item_rows = rows.copy()
+    item_rows[~old] = split + placed
+    return FileRows(np.concatenate([np.arange(split, dtype=np.int64), added]), item_rows)
 
 
 def _in(folder: Path, path: Path) -> bool:
@@ -456,15 +469,25 @@ def _mapped(folder: Path, snapshot_id: str, kind: str) -> FileMatrix:
 
 
 def table_vectors(snapshot: GraphSnapshot) -> tuple[Vectors, Vectors]:
-    """The node and triple-text vectors of a snapshot ``load`` read back, as the file's
+    """The node and triple-text vectors of a snapshot ``load`` read back, as the files'
     rows hold them: the graph's embedding tables adopt these mapped matrices instead of
-    reading the same vectors again from the file (780 MiB at 323,000 triples)."""
-    used, first = np.unique(snapshot.edge_vectors.rows, return_index=True)
-    texts = [snapshot.edge_text[i] for i in first.tolist()]
+    reading the same vectors again from the file (780 MiB at 323,000 triples). Each key
+    with its row, ascending; a grown file's rows no key names (``_write_vectors``) are
+    left out of the rows."""
     nodes, triples = snapshot.node_vectors.matrix, snapshot.edge_vectors.matrix
     assert isinstance(nodes.tail, np.ndarray) and isinstance(triples.tail, np.ndarray)
-    every = len(used) == len(triples.tail)  # else a grown file's rows no edge reads
+    order = np.argsort(snapshot.node_vectors.rows, kind="stable")
+    node_rows = snapshot.node_vectors.rows[order].astype(np.int64)
+    node_keys = [snapshot.node_keys[i] for i in order.tolist()]
+    used, first = np.unique(snapshot.edge_vectors.rows, return_index=True)
+    texts = [snapshot.edge_text[i] for i in first.tolist()]
+    codes = nodes.codes[1] if nodes.codes else None
     return (
-        Vectors(list(snapshot.node_keys), nodes.tail, nodes.codes[1] if nodes.codes else None),
-        Vectors(texts, triples.tail, rows=None if every else used),
+        Vectors(node_keys, nodes.tail, codes, rows=_unless_every(node_rows, len(nodes.tail))),
+        Vectors(texts, triples.tail, rows=_unless_every(used.astype(np.int64), len(triples.tail))),
     )
+
+
+def _unless_every(rows: np.ndarray, count: int) -> np.ndarray | None:
+    """``rows`` (ascending, distinct), or None where they are all ``count`` rows."""
+    return None if len(rows) == count else rows

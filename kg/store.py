@@ -346,7 +346,12 @@ class KnowledgeGraph:
         by the folder's rotation: ``kg.axes_file``)."""
         self._vectors_read = bool(nodes.keys) and nodes.matrix.flags.writeable
         self._node_vectors = EmbeddingTable.adopt(
-            nodes.keys, nodes.matrix, quantized=True, codes=nodes.codes, rotation=self._axes
+            nodes.keys,
+            nodes.matrix,
+            quantized=True,
+            codes=nodes.codes,
+            rotation=self._axes,
+            rows=nodes.rows,
         )
         self._triple_vectors = EmbeddingTable.adopt(triples.keys, triples.matrix, rows=triples.rows)
         self._spill_tables()

@@ -67,12 +67,15 @@ class VectorRows:
         return cls(table.matrix, table.rows_for(keys), table.token)
 
     @classmethod
-    def stacked(cls, vectors: np.ndarray, codes: Codes | None = None) -> VectorRows:
-        """Rows over a matrix of their own (a snapshot read back from disk), with the
-        int8 ``codes`` of its rows where a scan reads them all."""
+    def stacked(
+        cls, vectors: np.ndarray, codes: Codes | None = None, rows: np.ndarray | None = None
+    ) -> VectorRows:
+        """Items over a matrix of their own (a snapshot read back from disk): item i's
+        row i, or ``rows[i]`` where given; with the int8 ``codes`` of every row where a
+        scan reads them all."""
         empty = Int8Rows.zeros(0, int(vectors.shape[1]))
         matrix = RowMatrix(vectors[:0], vectors, None if codes is None else (empty, codes))
-        return cls(matrix, np.arange(len(vectors), dtype=INDEX))
+        return cls(matrix, np.arange(len(vectors), dtype=INDEX) if rows is None else rows)
 
     @property
     def shape(self) -> tuple[int, int]:

@@ -1,7 +1,8 @@
-"""A clean stop after a change grows the triples' vector file the start mapped instead of
-writing it whole again (``kg.snapshot_file._write_triples``, ``kg.file_matrix.grow_file``):
-the next start reads the same graph back, rows no edge reads stay unread until they pass
-a share of the file, and a save that fails leaves no snapshot."""
+"""A clean stop after a change grows the vector files the start mapped (the entities' and
+the triples') instead of writing them whole again (``kg.snapshot_file._write_vectors``,
+``kg.file_matrix.grow_file``): the next start reads the same graph back, rows no item
+reads stay unread until they pass a share of the file, and a save that fails leaves no
+snapshot."""
 
 from __future__ import annotations
 
@@ -24,9 +25,12 @@ from tests.kg.test_kg_load import assert_same_snapshot, saved  # noqa: F401  (th
 NEW = {"new": supplied("new", ("Lyon", "lies on", "Rhone"), ("Lyon", "lies in", "France"))}
 
 
-def triples_file(folder: Path) -> Path:
-    """The folder's one triples' vector file."""
-    (path,) = folder.glob(VECTOR_FILE.format(id="*", kind="triples"))
+KINDS = ("nodes", "triples")
+
+
+def vector_file(folder: Path, kind: str) -> Path:
+    """The folder's one vector file of ``kind``."""
+    (path,) = folder.glob(VECTOR_FILE.format(id="*", kind=kind))
     return path
 
 
@@ -61,34 +65,39 @@ def test_a_stop_after_a_change_grows_the_file_the_start_mapped(
     monkeypatch: pytest.MonkeyPatch,
     start: str,
 ) -> None:
-    """After a start from the snapshot, or from the rows (as after a crash: the file is
-    the one the vectors were streamed to), a change and a clean stop: the triples' file
+    """After a start from the snapshot, or from the rows (as after a crash: the files are
+    the ones the vectors were streamed to), a change and a clean stop: each vector file
     is the same file, renamed for the new snapshot, with the new rows after its own; the
-    next start reads back the graph that was never closed, its rows no edge reads left
-    dropped, and grows the file again at its own stop."""
+    next start reads back the graph that was never closed, its rows no item reads left
+    dropped, and grows the files again at its own stop."""
     monkeypatch.setattr(kg.snapshot_file, "_DEAD_SHARE", 1.0)  # always grown
     reference = closed_with_a_copy(saved, embed_fn)
     if start == "rows":
         kg.snapshot_file.discard(saved.folder)  # as after a crash
     graph = opened(saved.folder, embed_fn)
-    before = triples_file(saved.folder)
-    inode, rows = before.stat().st_ino, len(np.load(before, mmap_mode="r"))
+    before = {kind: vector_file(saved.folder, kind) for kind in KINDS}
+    inodes = {kind: path.stat().st_ino for kind, path in before.items()}
+    rows = {kind: len(np.load(path, mmap_mode="r")) for kind, path in before.items()}
+    keys = set(graph.snapshot.node_keys)
     change(graph)
-    assert not (saved.folder / FILE).exists() and before.exists()  # kept for the save
+    new_keys, gone_keys = set(graph.snapshot.node_keys) - keys, keys - set(graph.snapshot.node_keys)
+    assert new_keys and gone_keys  # entities added, and paris's alone dropped
+    assert not (saved.folder / FILE).exists() and all(p.exists() for p in before.values())
     graph.close()
-    grown = triples_file(saved.folder)
-    assert grown != before and grown.stat().st_ino == inode
-    added = len(np.load(grown, mmap_mode="r")) - rows
-    assert added == 2  # the new document's two facts; paris's rows stay
+    grown = {kind: vector_file(saved.folder, kind) for kind in KINDS}
+    assert all(grown[k] != before[k] and grown[k].stat().st_ino == inodes[k] for k in KINDS)
+    added = {k: len(np.load(grown[k], mmap_mode="r")) - rows[k] for k in KINDS}
+    assert added == {"nodes": len(new_keys), "triples": 2}  # the new document's; paris's stay
     change(reference)
     again = opened(saved.folder, embed_fn)
     assert_same_snapshot(again.snapshot, reference.snapshot)
-    table = again._triple_vectors
-    assert len(table) == rows + added - 3 == len(table.matrix) - 3  # paris's: dropped
+    triples, nodes = again._triple_vectors, again._node_vectors
+    assert len(triples) == rows["triples"] + 2 - 3 == len(triples.matrix) - 3  # paris's: dropped
+    assert len(nodes) == len(nodes.matrix) - len(gone_keys) == len(again.snapshot.node_keys)
     for each in (again, reference):
         each.replace_documents({"more": supplied("more", ("Rhone", "flows into", "Sea"))})
     again.close()
-    assert triples_file(saved.folder).stat().st_ino == inode
+    assert all(vector_file(saved.folder, k).stat().st_ino == inodes[k] for k in KINDS)
     assert_same_snapshot(opened(saved.folder, embed_fn).snapshot, reference.snapshot)
 
 
@@ -97,37 +106,39 @@ def test_rows_no_edge_reads_past_the_share_go_with_a_new_file(
     embed_fn: EmbedFn,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Where the rows no edge reads would pass ``_DEAD_SHARE`` of the file (here any),
-    the save writes a new file of the rows the edges read alone."""
+    """Where the rows no item reads would pass ``_DEAD_SHARE`` of the file (here any),
+    the save writes a new file of the rows the items read alone."""
     monkeypatch.setattr(kg.snapshot_file, "_DEAD_SHARE", 0.0)
     reference = closed_with_a_copy(saved, embed_fn)
     graph = opened(saved.folder, embed_fn)
-    inode = triples_file(saved.folder).stat().st_ino
+    inodes = {kind: vector_file(saved.folder, kind).stat().st_ino for kind in KINDS}
     change(graph)
     graph.close()
-    written = triples_file(saved.folder)
-    assert written.stat().st_ino != inode
+    written = {kind: vector_file(saved.folder, kind) for kind in KINDS}
+    assert all(written[k].stat().st_ino != inodes[k] for k in KINDS)
     change(reference)
-    assert len(np.load(written)) == len(set(reference.snapshot.edge_text))
+    assert len(np.load(written["triples"])) == len(set(reference.snapshot.edge_text))
+    assert len(np.load(written["nodes"])) == len(reference.snapshot.node_keys)
     assert_same_snapshot(opened(saved.folder, embed_fn).snapshot, reference.snapshot)
 
 
-@pytest.mark.parametrize("fault", ["rows", "snapshot"])
+@pytest.mark.parametrize("fault", ["nodes", "triples", "snapshot"])
 def test_a_save_that_fails_after_the_file_grew_leaves_no_snapshot(
     saved: KnowledgeGraph,  # noqa: F811
     embed_fn: EmbedFn,
     monkeypatch: pytest.MonkeyPatch,
     fault: str,
 ) -> None:
-    """Faults injected: the disk fills while the new rows are appended, or when
-    ``snapshot.npz`` is written after the file grew. No snapshot and no vector file is
-    left (a file grown but named by none would only be a stray); the next start builds
-    from the rows the graph that was never closed."""
+    """Faults injected: the disk fills while the new rows are appended to the entities'
+    file (the first grown) or the triples' (after the entities' grew), or when
+    ``snapshot.npz`` is written after both grew. No snapshot and no vector file is left
+    (a file grown but named by none would only be a stray); the next start builds from
+    the rows the graph that was never closed."""
     reference = closed_with_a_copy(saved, embed_fn)
     graph = opened(saved.folder, embed_fn)
     change(graph)
     full = OSError(errno.ENOSPC, "No space left on device")
-    if fault == "rows":
+    if fault in KINDS:
         grow = kg.snapshot_file.grow_file
 
         def filling(matrix: np.ndarray, to: Path, write: Any) -> bool:
@@ -135,7 +146,7 @@ def test_a_save_that_fails_after_the_file_grew_leaves_no_snapshot(
                 out.write(b"\0" * 1000)
                 raise full
 
-            return grow(matrix, to, part)
+            return grow(matrix, to, part if to.name.endswith(f"-{fault}.npy") else write)
 
         monkeypatch.setattr(kg.snapshot_file, "grow_file", filling)
     else:

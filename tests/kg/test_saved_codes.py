@@ -151,9 +151,10 @@ def test_codes_that_do_not_fit_the_snapshot_are_not_read(
 def test_gathered_codes_are_written_a_block_at_a_time(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Codes saved in node order from rows that are not (here: two parts after a change)
-    are written as ``np.save`` writes them gathered whole, without being gathered whole:
-    no block of more than ``BLOCK_ROWS`` rows is made."""
+    """Codes saved in the entities' file's row order from rows of two parts (after a
+    change: the file the start mapped, grown) are written as ``np.save`` writes them
+    gathered whole, without being gathered whole: no block of more than ``BLOCK_ROWS``
+    rows is made. Each file row's codes are those of the matrix row it holds."""
     monkeypatch.setattr(npz_file, "BLOCK_ROWS", 100)
     first = stopped_graph(tmp_path / "kg")
     again = KnowledgeGraph(first.folder, ShapedEmbed())
@@ -161,8 +162,6 @@ def test_gathered_codes_are_written_a_block_at_a_time(
     again.replace_documents({"more": supplied("more", *more)}, {"more": "v1"})
     nodes = again.snapshot.node_vectors
     assert nodes.matrix.codes is not None
-    whole = gather(nodes.matrix.codes, nodes.rows)
-    assert isinstance(whole, LeadRows) and whole.cell is not None
     blocks: list[int] = []
     fill = int8_rows.fill_rows
 
@@ -173,6 +172,12 @@ def test_gathered_codes_are_written_a_block_at_a_time(
     monkeypatch.setattr(npz_file, "fill_rows", counted)
     again.close()
     assert blocks and max(blocks) <= 100 and sum(blocks) == 6 * 1440  # six arrays of rows
+    with np.load(first.folder / snapshot_file.FILE) as held:
+        node_rows = held["node_rows"]
+    held_rows = np.empty(len(node_rows), np.int64)  # the matrix row each file row holds
+    held_rows[node_rows] = nodes.rows
+    whole = gather(nodes.matrix.codes, held_rows)
+    assert isinstance(whole, LeadRows) and whole.cell is not None
     expected = {
         "lead": whole.lead.codes,
         "lead_unit": whole.lead.unit,

@@ -274,6 +274,55 @@ def test_a_snapshot_whose_string_indexes_are_out_of_range_is_ignored(
     assert_built_from_the_rows(saved, embed_fn, caplog, monkeypatch, "not in the snapshot's table")
 
 
+#: The saved entity codes' arrays of a row each (``kg.saved_codes``).
+CODE_ROWS = ("lead", "lead_unit", "rest", "rest_unit", "rest_norm", "cell")
+
+
+def as_format_5(folder: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The saved snapshot's meta and arrays as format 5 saved them: the entities' vector
+    file (rewritten here) and codes in node order, no ``node_rows``."""
+    with np.load(folder / FILE) as held:
+        arrays = {name: held[name] for name in held.files}
+    meta = json.loads(arrays.pop("meta").tobytes())
+    node_rows = arrays.pop("node_rows")
+    assert not np.array_equal(node_rows, np.arange(len(node_rows)))  # not node order yet
+    nodes = folder / VECTOR_FILE.format(id=meta["id"], kind="nodes")
+    np.save(nodes, np.load(nodes)[node_rows])
+    for name in CODE_ROWS:
+        if f"entity_codes_{name}" in arrays:
+            arrays[f"entity_codes_{name}"] = arrays[f"entity_codes_{name}"][node_rows]
+    meta["format"] = 5
+    return meta, arrays
+
+
+def write_snapshot(folder: Path, meta: dict[str, Any], arrays: dict[str, Any]) -> None:
+    with (folder / FILE).open("wb") as out:
+        np.savez(out, meta=np.frombuffer(json.dumps(meta).encode(), np.uint8), **arrays)
+
+
+def test_a_snapshot_of_format_5_is_read_and_saved_again_as_the_current_one(
+    saved: KnowledgeGraph,  # noqa: F811
+    embed_fn: EmbedFn,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A folder from before format 6 (the entities' vectors in node order, without
+    ``node_rows``) starts from its snapshot, not from the rows, and its stop saves the
+    current format."""
+    saved.close()
+    write_snapshot(saved.folder, *as_format_5(saved.folder))
+    reads, saves = rows_read(monkeypatch), saves_made(monkeypatch)
+    again = KnowledgeGraph(saved.folder, embed_fn)
+    assert reads == []
+    assert_same_snapshot(again.snapshot, saved.snapshot)
+    again.close()
+    assert saves == [saved.folder]
+    with np.load(saved.folder / FILE) as held:
+        assert json.loads(held["meta"].tobytes())["format"] == kg.snapshot_file.FORMAT
+        assert "node_rows" in held.files
+    assert_same_snapshot(KnowledgeGraph(saved.folder, embed_fn).snapshot, saved.snapshot)
+    assert reads == []
+
+
 def test_a_snapshot_of_format_4_is_read_and_saved_again_as_the_current_one(
     saved: KnowledgeGraph,  # noqa: F811
     embed_fn: EmbedFn,
@@ -283,16 +332,13 @@ def test_a_snapshot_of_format_4_is_read_and_saved_again_as_the_current_one(
     from its snapshot, not from the rows, and its stop saves the current format."""
     saved.close()
     path = saved.folder / FILE
-    with np.load(path) as held:
-        arrays = {name: held[name] for name in held.files}
-    meta = json.loads(arrays.pop("meta").tobytes())
+    meta, arrays = as_format_5(saved.folder)
     table = meta.pop("strings")
     for name in INDEXED_LISTS:
         meta[name] = [table[i] for i in arrays.pop(f"{name}_strings").tolist()]
     arrays = {k: v for k, v in arrays.items() if not k.startswith("entity_codes_")}
     meta["format"] = 4
-    with path.open("wb") as out:
-        np.savez(out, meta=np.frombuffer(json.dumps(meta).encode(), np.uint8), **arrays)
+    write_snapshot(saved.folder, meta, arrays)
     reads, saves = rows_read(monkeypatch), saves_made(monkeypatch)
     again = KnowledgeGraph(saved.folder, embed_fn)
     assert reads == []

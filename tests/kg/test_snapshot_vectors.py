@@ -102,21 +102,28 @@ def test_rows_in_no_run_are_gathered(
     assert copies == []
 
 
-def test_a_stop_after_a_start_and_a_change_copies_the_mapped_rows(
+def test_a_stop_after_a_start_and_a_change_grows_the_mapped_files(
     saved: KnowledgeGraph,  # noqa: F811
     embed_fn: EmbedFn,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """End to end: a start maps the saved vector files, a change adds rows after them;
-    the stop's save copies the entities' mapped runs file to file (short runs count
-    here; the triples' file grows instead: ``tests/kg/test_grown_vectors.py``), and the
-    next start reads back the graph that was never closed."""
+    the stop's save grows both files (neither copied nor written again:
+    ``tests/kg/test_grown_vectors.py``), and the next start reads back the graph that
+    was never closed."""
     saved.close()
+    mapped = {p.name.rsplit("-", 1)[1]: p.stat().st_ino for p in vector_files(saved.folder)}
     again = KnowledgeGraph(saved.folder, embed_fn)
     again.replace_documents({"new": supplied("new", ("Lyon", "lies on", "Rhone"))})
     saved.replace_documents({"new": supplied("new", ("Lyon", "lies on", "Rhone"))})
     monkeypatch.setattr(kg.snapshot_file, "_COPY_RUN_ROWS", 2)
     copies = kernel_copies(monkeypatch)
     again.close()
-    assert {name.rsplit("-", 1)[1] for name, _, _ in copies} == {"nodes.npy"}
+    assert copies == []
+    grown = {p.name.rsplit("-", 1)[1]: p.stat().st_ino for p in vector_files(saved.folder)}
+    assert grown == mapped and set(grown) == {"nodes.npy", "triples.npy"}
     assert_same_snapshot(KnowledgeGraph(saved.folder, embed_fn).snapshot, saved.snapshot)
+
+
+def vector_files(folder: Path) -> list[Path]:
+    return list(folder.glob(kg.snapshot_file.VECTOR_FILE.format(id="*", kind="*")))
