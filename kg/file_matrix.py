@@ -39,6 +39,8 @@ from typing import IO, Any
 
 import numpy as np
 
+from kg import grown_file
+
 _MAX_READ = 1 << 26
 """The most one read asks for (64 MiB)."""
 #: Reads that wait for no disk can be asked for (``_read_cached``): Linux, most file systems.
@@ -149,46 +151,7 @@ def grow_file(matrix: np.ndarray, to: Path, write: Callable[[IO[bytes]], object]
     header while it grows: the caller's (``kg.snapshot_file``)."""
     if not (isinstance(matrix, FileMatrix) and matrix._fd is not None):
         return False
-    path = Path(matrix.filename or "")
-    try:
-        handle = path.open("r+b")
-    except OSError:
-        return False
-    count, dim = matrix.shape
-    end = matrix._data_offset + count * dim * 4
-    with handle:
-        if not os.path.samestat(os.fstat(handle.fileno()), os.fstat(matrix._fd)):
-            return False
-        try:
-            handle.seek(end)
-            handle.truncate()  # what a save cut short appended
-            write(handle)
-            handle.flush()
-            added, rest = divmod(handle.tell() - end, dim * 4)
-            header = _npy_header((count + added, dim), matrix._data_offset)
-            if rest or header is None:
-                handle.truncate(end)
-                return False
-            handle.seek(0)
-            handle.write(header)
-            handle.flush()
-            os.fsync(handle.fileno())
-        except BaseException:
-            handle.truncate(end)
-            raise
-    os.replace(path, to)
-    return True
-
-
-def _npy_header(shape: tuple[int, int], data_offset: int) -> bytes | None:
-    """A version 1.0 ``.npy`` header of float32 rows of ``shape`` exactly ``data_offset``
-    bytes long (the length of the one it replaces), or None where it does not fit."""
-    text = repr({"descr": "<f4", "fortran_order": False, "shape": shape})
-    room = data_offset - 10  # the magic string, the version and the header's length
-    if not 0 < len(text) < room <= 0xFFFF:
-        return None
-    padded = text + " " * (room - len(text) - 1) + "\n"
-    return np.lib.format.magic(1, 0) + room.to_bytes(2, "little") + padded.encode("latin1")
+    return grown_file.grow(Path(matrix.filename or ""), len(matrix), to, write, same_as=matrix._fd)
 
 
 def read_rows(fd: int, rows: np.ndarray, dim: int, data_offset: int, name: str) -> np.ndarray:

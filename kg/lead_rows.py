@@ -67,7 +67,7 @@ class LeadRows:
     others, and ``rest_norm``, each row's rest's norm (rounded up); with the rotation's
     cells, ``cell``, each row's."""
 
-    __slots__ = ("_by_cell", "_shared", "cell", "lead", "rest", "rest_norm", "rotation")
+    __slots__ = ("_by_cell", "_shared", "cell", "lead", "rest", "rest_norm", "rotation", "saved_as")
 
     def __init__(
         self,
@@ -85,6 +85,10 @@ class LeadRows:
         if rotation.cells is not None and (cell is None or len(cell) != len(lead)):
             raise ValueError("rows turned by a rotation with cells need a cell each")
         self._by_cell: CellOrder | None = None  # this one's (``_cell_order``)
+        #: The saved snapshot whose code files hold these rows' codes as they are (a start
+        #: read them back): a stop grows those files rather than write them again
+        #: (``kg.saved_codes``). Set by the reader alone; rows are never written again.
+        self.saved_as: str | None = None
         self._shared = _SharedOrder()  # this one's and its views' (``head``)
 
     @classmethod

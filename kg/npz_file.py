@@ -43,6 +43,10 @@ class GatheredRows:
 
     def write(self, out: IO[bytes]) -> None:
         _write_header(out, self.dtype, self.shape)
+        self.write_rows(out)
+
+    def write_rows(self, out: IO[bytes]) -> None:
+        """The rows alone, without the ``.npy`` header (appended to a file that has one)."""
         for first in range(0, len(self.rows), BLOCK_ROWS):
             block = self.rows[first : first + BLOCK_ROWS]
             gathered = np.empty((len(block), *self.shape[1:]), self.dtype)

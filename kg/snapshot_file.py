@@ -147,10 +147,17 @@ def save(folder: Path, snapshot: GraphSnapshot, versions: dict[str, str]) -> Non
     try:
         nodes = _write_vectors(folder, snapshot.node_vectors, snapshot_id, "nodes")
         edges = _write_vectors(folder, snapshot.edge_vectors, snapshot_id, "triples")
+        codes = saved_codes.save(
+            snapshot.node_vectors.matrix,
+            nodes.source,
+            partial(_code_path, folder),
+            snapshot_id,
+            grown_from=nodes.grown_from,
+        )
     except BaseException:
         _remove_vector_files(folder, keep=None)
         raise
-    entries = _entries(folder, snapshot, snapshot_id, versions, nodes, edges.item_rows)
+    entries = _entries(folder, snapshot, snapshot_id, versions, nodes.item_rows, edges, codes)
     try:
         atomic_write(folder / FILE, partial(write_npz, entries))
     except BaseException:
@@ -164,8 +171,9 @@ def _entries(
     snapshot: GraphSnapshot,
     snapshot_id: str,
     versions: dict[str, str],
-    nodes: FileRows,
-    edge_rows: np.ndarray,
+    node_rows: np.ndarray,
+    edges: FileRows,
+    codes: dict[str, np.ndarray],
 ) -> Iterator[tuple[str, np.ndarray | NpyWriter]]:
     """``snapshot.npz``'s arrays, each made as it is written (``kg.npz_file``): the
     JSON of the strings (385 MiB at 1,000,000 chunks) is let go before the entities'
@@ -185,11 +193,11 @@ def _entries(
     del meta
     for name in _ARRAYS:
         yield name, np.ascontiguousarray(getattr(snapshot, name))
-    yield "edge_rows", edge_rows.astype(INDEX)
-    yield "node_rows", nodes.item_rows.astype(INDEX)
+    yield "edge_rows", edges.item_rows.astype(INDEX)
+    yield "node_rows", node_rows.astype(INDEX)
     for name, index in indexes.items():
         yield f"{name}_strings", index
-    yield from saved_codes.arrays(snapshot.node_vectors.matrix, nodes.source).items()
+    yield from codes.items()
 
 
 def map_tables(
@@ -299,7 +307,9 @@ def load(
             nodes = _mapped(folder, meta["id"], "nodes")
             node_rows = saved["node_rows"] if meta["format"] == FORMAT else np.arange(len(nodes))
             rotation = fit_rotation(nodes, axes)
-            codes: Codes | None = saved_codes.read(saved, rotation, len(nodes))
+            codes: Codes | None = saved_codes.read(
+                saved, rotation, len(nodes), partial(_code_path, folder), meta["id"]
+            )
         # Coded here where none were saved, not when the first change gives the tables
         # their vectors: until then each chat's entity link would scan the float32 rows
         # (at 2.1 million entities 144 ms and 3.2 GB of pages, against 41 ms from the codes).
@@ -359,10 +369,12 @@ def _one_text_per_row(texts: list[str], rows: np.ndarray) -> None:
 @dataclass(frozen=True)
 class FileRows:
     """A saved vector file's rows: ``source``, the matrix row each file row holds, in
-    file order; ``item_rows``, each item's row in the file."""
+    file order; ``item_rows``, each item's row in the file; ``grown_from``, the id of
+    the snapshot whose file it grew from (None: written anew)."""
 
     source: np.ndarray
     item_rows: np.ndarray
+    grown_from: str | None = None
 
 
 def _write_vectors(folder: Path, vectors: VectorRows, snapshot_id: str, kind: str) -> FileRows:
@@ -406,7 +418,9 @@ def _grown_rows(folder: Path, vectors: VectorRows, kind: str) -> FileRows | None
     added, placed = np.unique(rows[~old], return_inverse=True)
     item_rows = rows.copy()
     item_rows[~old] = split + placed
-    return FileRows(np.concatenate([np.arange(split, dtype=np.int64), added]), item_rows)
+    source = np.concatenate([np.arange(split, dtype=np.int64), added])
+    grown_from = name.name.removeprefix("snapshot-").removesuffix(f"-{kind}.npy")
+    return FileRows(source, item_rows, grown_from)
 
 
 def _in(folder: Path, path: Path) -> bool:
@@ -460,6 +474,12 @@ def _file_runs(matrix: RowMatrix, rows: np.ndarray) -> Iterator[tuple[int, int, 
 
 def _reads_file(part: object) -> TypeGuard[FileMatrix]:
     return isinstance(part, FileMatrix) and part.reads_file
+
+
+def _code_path(folder: Path, snapshot_id: str, name: str) -> Path:
+    """The file of the entities' codes array ``name`` of a snapshot (``kg.saved_codes``):
+    one of its vector files, as ``VECTOR_FILE`` names them."""
+    return folder / VECTOR_FILE.format(id=snapshot_id, kind=f"codes-{name}")
 
 
 def _mapped(folder: Path, snapshot_id: str, kind: str) -> FileMatrix:

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import kg.file_matrix
+import kg.grown_file
 from kg.embeddings import EmbeddingTable
 from kg.file_matrix import FileMatrix, copy_rows, take_rows
 from kg.int8_rows import Int8Rows
@@ -371,7 +372,7 @@ def test_a_file_that_cannot_grow_is_left_to_the_caller(
     assert not kg.file_matrix.grow_file(rows, to, appending(rows))
     assert not kg.file_matrix.grow_file(matrix[5:], to, appending(rows))
     assert not kg.file_matrix.grow_file(matrix, to, lambda out: out.write(b"odd"))
-    monkeypatch.setattr(kg.file_matrix, "_npy_header", lambda shape, offset: None)
+    monkeypatch.setattr(kg.grown_file, "npy_header", lambda shape, dtype, offset: None)
     assert not kg.file_matrix.grow_file(matrix, to, appending(rows[:3]))
     monkeypatch.undo()
 

@@ -5,20 +5,24 @@ start build from the rows."""
 
 from __future__ import annotations
 
+import errno
 import logging
 from pathlib import Path
+from typing import IO, Any
 
 import numpy as np
 import pytest
 
 import kg.int8_rows as int8_rows
 import kg.npz_file as npz_file
-from kg import KnowledgeGraph, axes_file, snapshot_file
+from kg import KnowledgeGraph, axes_file, saved_codes, snapshot_file
 from kg.code_parts import gather
 from kg.lead_rows import LeadRows
 from kg.rotation import Rotation
+from kg.vector_rows import VectorRows
 from tests.kg.kg_testdata import supplied
 from tests.kg.test_cells import ShapedEmbed, few_cells  # noqa: F401  (the fixture)
+from tests.kg.test_kg_load import assert_same_snapshot
 
 
 def codes_made(monkeypatch: pytest.MonkeyPatch) -> list[int]:
@@ -87,11 +91,11 @@ def test_a_start_after_a_clean_stop_reads_the_codes_back(
 
 
 @pytest.mark.usefixtures("few_cells")
-def test_codes_saved_after_a_change_are_gathered_in_node_order(
+def test_codes_saved_after_a_change_are_read_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A change after a start puts new entities' codes in a part of their own: the stop
-    saves every entity's in node order, and the next start reads those back."""
+    saves every entity's, and the next start reads those back."""
     first = stopped_graph(tmp_path / "kg")
     again = KnowledgeGraph(first.folder, ShapedEmbed())
     more = [
@@ -130,38 +134,42 @@ def test_codes_made_by_other_axes_are_made_again(
     assert_same_codes(read, LeadRows.of(again.snapshot.node_vectors.matrix.tail, read.rotation))
 
 
+def code_files(folder: Path) -> dict[str, Path]:
+    """The folder's entity code files by array name."""
+    pattern = snapshot_file.VECTOR_FILE.format(id="*", kind="codes-*")
+    return {p.stem.rsplit("codes-", 1)[1]: p for p in folder.glob(pattern)}
+
+
 @pytest.mark.usefixtures("few_cells")
+@pytest.mark.parametrize("damage", ["short", "missing"])
 def test_codes_that_do_not_fit_the_snapshot_are_not_read(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, damage: str
 ) -> None:
+    """A code file a row short, or gone: the snapshot is ignored (with a warning) and
+    the start builds from the rows the graph that was saved."""
     first = stopped_graph(tmp_path / "kg")
-    path = first.folder / snapshot_file.FILE
-    with np.load(path) as held:
-        arrays = {name: held[name] for name in held.files}
-    arrays["entity_codes_lead"] = arrays["entity_codes_lead"][:-1]
-    with path.open("wb") as out:
-        np.savez(out, **arrays)
+    lead = code_files(first.folder)["lead"]
+    if damage == "short":
+        np.save(lead, np.load(lead)[:-1])
+    else:
+        lead.unlink()
     with caplog.at_level(logging.WARNING, logger="kg.snapshot_file"):
         again = KnowledgeGraph(first.folder, ShapedEmbed())
-    assert "entity codes of [1399, 1400] rows for 1400 entities" in caplog.text
+    expected = "entity codes of [1399, 1400] rows" if damage == "short" else "No such file"
+    assert "ignoring the saved snapshot" in caplog.text and expected in caplog.text
     assert links(again) == links(first)
 
 
-@pytest.mark.usefixtures("few_cells")
-def test_gathered_codes_are_written_a_block_at_a_time(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Codes saved in the entities' file's row order from rows of two parts (after a
-    change: the file the start mapped, grown) are written as ``np.save`` writes them
-    gathered whole, without being gathered whole: no block of more than ``BLOCK_ROWS``
-    rows is made. Each file row's codes are those of the matrix row it holds."""
-    monkeypatch.setattr(npz_file, "BLOCK_ROWS", 100)
-    first = stopped_graph(tmp_path / "kg")
+def changed_after_a_start(first: KnowledgeGraph) -> KnowledgeGraph:
+    """A start on ``first``'s folder, and a change that adds 40 entities to it."""
     again = KnowledgeGraph(first.folder, ShapedEmbed())
     more = [(f"another {i}", "relates to", f"thing {i} of kind {i % 7}") for i in range(40)]
     again.replace_documents({"more": supplied("more", *more)}, {"more": "v1"})
-    nodes = again.snapshot.node_vectors
-    assert nodes.matrix.codes is not None
+    return again
+
+
+def counted_blocks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The rows of each block of codes gathered for a file from here on."""
     blocks: list[int] = []
     fill = int8_rows.fill_rows
 
@@ -170,15 +178,67 @@ def test_gathered_codes_are_written_a_block_at_a_time(
         fill(parts, rows, out)
 
     monkeypatch.setattr(npz_file, "fill_rows", counted)
-    again.close()
-    assert blocks and max(blocks) <= 100 and sum(blocks) == 6 * 1440  # six arrays of rows
-    with np.load(first.folder / snapshot_file.FILE) as held:
+    return blocks
+
+
+def held_codes(folder: Path, nodes: VectorRows) -> LeadRows:
+    """The codes of the matrix rows the saved entities' file holds, in its order."""
+    with np.load(folder / snapshot_file.FILE) as held:
         node_rows = held["node_rows"]
-    held_rows = np.empty(len(node_rows), np.int64)  # the matrix row each file row holds
+    held_rows = np.empty(len(node_rows), np.int64)
     held_rows[node_rows] = nodes.rows
+    assert nodes.matrix.codes is not None
     whole = gather(nodes.matrix.codes, held_rows)
     assert isinstance(whole, LeadRows) and whole.cell is not None
-    expected = {
+    return whole
+
+
+@pytest.mark.usefixtures("few_cells")
+def test_a_stop_after_a_change_grows_the_code_files_by_the_new_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The codes a start read back are not written again: each code file is the one
+    the start read, renamed for the new snapshot, with the 40 new entities' codes after
+    its rows; the next start reads every row's codes back, and codes none."""
+    first = stopped_graph(tmp_path / "kg")
+    inodes = {name: path.stat().st_ino for name, path in code_files(first.folder).items()}
+    assert set(inodes) == set(saved_codes.FIELDS)
+    again = changed_after_a_start(first)
+    blocks = counted_blocks(monkeypatch)
+    again.close()
+    assert blocks == [40] * 6  # the new rows' alone, one block for each file
+    grown = code_files(first.folder)
+    assert {name: path.stat().st_ino for name, path in grown.items()} == inodes
+    expected = held_codes(first.folder, again.snapshot.node_vectors)
+    made = codes_made(monkeypatch)
+    later = KnowledgeGraph(first.folder, ShapedEmbed())
+    assert made == [] and len(later.snapshot.node_keys) == 1440
+    assert_same_codes(turned_codes(later), expected)
+    vectors = later.snapshot.node_vectors.matrix.tail
+    assert_same_codes(expected, LeadRows.of(vectors, expected.rotation))
+    assert links(later) == links(again)
+
+
+@pytest.mark.usefixtures("few_cells")
+def test_gathered_codes_are_written_a_block_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the entities' file is written anew (here: forced), codes from rows of two
+    parts are written as ``np.save`` writes them gathered whole, without being gathered
+    whole: no block of more than ``BLOCK_ROWS`` rows is made. Each file row's codes are
+    those of the matrix row it holds."""
+    monkeypatch.setattr(npz_file, "BLOCK_ROWS", 100)
+    monkeypatch.setattr(snapshot_file, "_DEAD_SHARE", -1.0)  # never grown
+    first = stopped_graph(tmp_path / "kg")
+    inodes = {path.stat().st_ino for path in code_files(first.folder).values()}
+    again = changed_after_a_start(first)
+    blocks = counted_blocks(monkeypatch)
+    again.close()
+    assert blocks and max(blocks) <= 100 and sum(blocks) == 6 * 1440  # six arrays of rows
+    files = code_files(first.folder)
+    assert not inodes & {path.stat().st_ino for path in files.values()}
+    whole = held_codes(first.folder, again.snapshot.node_vectors)
+    expected: dict[str, np.ndarray | None] = {
         "lead": whole.lead.codes,
         "lead_unit": whole.lead.unit,
         "rest": whole.rest.codes,
@@ -186,11 +246,10 @@ def test_gathered_codes_are_written_a_block_at_a_time(
         "rest_norm": whole.rest_norm,
         "cell": whole.cell,
     }
-    with np.load(first.folder / snapshot_file.FILE) as held:
-        for name, array in expected.items():
-            written = held[f"entity_codes_{name}"]
-            assert written.dtype == array.dtype
-            np.testing.assert_array_equal(written, array)
+    for name, array in expected.items():
+        written = np.load(files[name])
+        assert array is not None and written.dtype == array.dtype
+        np.testing.assert_array_equal(written, array)
 
 
 @pytest.mark.usefixtures("few_cells")
@@ -211,3 +270,35 @@ def test_a_stop_after_a_start_from_the_rows_saves_codes_the_next_start_reads(
     read = turned_codes(later)
     assert_same_codes(read, LeadRows.of(later.snapshot.node_vectors.matrix.tail, read.rotation))
     assert links(later) == links(first)
+
+
+@pytest.mark.usefixtures("few_cells")
+def test_a_disk_that_fills_while_a_code_file_grows_leaves_no_snapshot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fault injected: the disk fills while the new rows' codes are appended to the
+    third code file (after the vector files and two code files grew). No snapshot and
+    no vector or code file is left; the next start builds from the rows the graph that
+    was never closed."""
+    first = stopped_graph(tmp_path / "kg")
+    again = changed_after_a_start(first)
+    grow, calls = saved_codes.grow, []
+
+    def filling(path: Path, rows: int, to: Path, write: Any) -> bool:
+        calls.append(to)
+        if len(calls) < 3:
+            return grow(path, rows, to, write)
+
+        def part(out: IO[bytes]) -> None:
+            out.write(b"\0" * 100)
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        return grow(path, rows, to, part)
+
+    monkeypatch.setattr(saved_codes, "grow", filling)
+    again.close()  # logs the failure; the graph's file is whole
+    monkeypatch.undo()
+    assert len(calls) == 3
+    assert not [p for p in first.folder.iterdir() if p.name.startswith("snapshot")]
+    later = KnowledgeGraph(first.folder, ShapedEmbed())
+    assert_same_snapshot(later.snapshot, again.snapshot)
