@@ -20,9 +20,11 @@ place, the vector files first, ``snapshot.npz`` last); absent, or unreadable, a 
 builds from the rows as before.
 
 The vector files a write leaves (named by no snapshot once it is removed) stay until the
-next save: the triples' one, which the start mapped, then grows by the rows written
-since instead of being written whole again (``_write_triples``: at 1,000,000 chunks it
-is 4.9 GB, and a stop after a one-document change rewrote all of it).
+next save: those the start mapped then grow by the rows written since instead of being
+written whole again (``kg.saved_vectors``: at 1,000,000 chunks the triples' is 4.9 GB and
+the entities' 3.2 GB, and a stop after a one-document change rewrote both), and the
+entities' codes with them (``kg.saved_codes``). ``snapshot.npz`` records each entity's
+and each edge's row in them.
 """
 
 from __future__ import annotations
@@ -31,10 +33,10 @@ import itertools
 import logging
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from functools import partial
 from pathlib import Path
-from typing import IO, Any, TypeGuard
+from typing import IO, Any
 
 import numpy as np
 
@@ -42,7 +44,7 @@ from durable import TEMP_SUFFIX, atomic_write
 from kg import axes_file, saved_codes
 from kg.edge_lists import ChunkIndex
 from kg.embeddings import EmbeddingTable
-from kg.file_matrix import FileMatrix, copy_rows, grow_file
+from kg.file_matrix import FileMatrix
 from kg.graph_file import GRAPH_DB_FILE, NODE, TRIPLE, GraphFile, GraphRows, Vectors, VectorSink
 from kg.index import EDGE_LISTS, INDEXED_LISTS, GraphSnapshot
 from kg.int8_rows import Int8Rows
@@ -50,8 +52,8 @@ from kg.lead_rows import Codes, LeadRows, fit_rotation
 from kg.npz_file import JsonBytes, NpyWriter, read_json, write_npz
 from kg.numbering import INDEX
 from kg.rotation import Rotation
-from kg.row_matrix import RowMatrix
 from kg.saved_strings import StringIndexes
+from kg.saved_vectors import VECTOR_FILE, FileRows, write_gathered, write_vectors
 from kg.vector_rows import VectorRows
 
 log = logging.getLogger(__name__)
@@ -64,16 +66,7 @@ FORMAT = 6
 #: ``FORMAT`` at the next stop (a start from the rows instead took 231 s at 1M chunks).
 _NODE_ORDER = 5
 _OLDER = 4
-_BLOCK_ROWS = 16_384
-#: Runs of at least this many consecutive rows of a vector file a save copies file to
-#: file (``_write_gathered``); shorter ones it gathers with the rows around them.
-_COPY_RUN_ROWS = 1_024
-#: A save writes the triples' file anew, rather than growing it, once rows no edge reads
-#: pass this share of it (``_write_triples``).
-_DEAD_SHARE = 0.25
 _GRAPH_FILES = (GRAPH_DB_FILE, f"{GRAPH_DB_FILE}-wal")
-#: The vector files of the snapshot with id ``id`` (``nodes`` or ``triples``).
-VECTOR_FILE = "snapshot-{id}-{kind}.npy"
 _KINDS = {NODE: "nodes", TRIPLE: "triples"}  # the graph file's kinds, as files name them
 _ARRAYS = (
     "edge_subject",
@@ -89,8 +82,8 @@ _STRINGS = ("node_keys", "node_names", "predicate_keys", *EDGE_LISTS)
 #: as indexes into one table of their strings (``kg.saved_strings``).
 _UNIQUE = {"edge_text"}
 assert set(INDEXED_LISTS) == set(_STRINGS) - _UNIQUE
-# Vectors are saved as matrices of their own: the nodes' in node order, the triple
-# texts' once per text with each edge's row.
+# Vectors are saved as matrices of their own, with each node's and each edge's row (the
+# triple texts' once per text).
 _VECTORS = {"node_vectors", "edge_vectors"}
 _DERIVED = {"chunks", "strings"}
 assert {f.name for f in fields(GraphSnapshot)} == {*_ARRAYS, *_STRINGS, *_VECTORS, *_DERIVED}
@@ -98,8 +91,8 @@ assert {f.name for f in fields(GraphSnapshot)} == {*_ARRAYS, *_STRINGS, *_VECTOR
 
 def discard(folder: Path) -> None:
     """Remove the saved snapshot: called before any write to the graph's file. Its
-    vector files stay, named by no snapshot, until the next save (which grows the
-    triples' in place: ``_write_triples``) or a start from the rows removes them."""
+    vector files stay, named by no snapshot, until the next save (which grows them in
+    place: ``kg.saved_vectors``) or a start from the rows removes them."""
     (folder / FILE).unlink(missing_ok=True)
 
 
@@ -145,8 +138,9 @@ def save(folder: Path, snapshot: GraphSnapshot, versions: dict[str, str]) -> Non
     the graph, which ``discard`` would not see, makes the snapshot stale)."""
     snapshot_id = uuid.uuid4().hex[:16]
     try:
-        nodes = _write_vectors(folder, snapshot.node_vectors, snapshot_id, "nodes")
-        edges = _write_vectors(folder, snapshot.edge_vectors, snapshot_id, "triples")
+        may_grow = not (folder / FILE).exists()  # no snapshot names the files
+        nodes = write_vectors(folder, snapshot.node_vectors, snapshot_id, "nodes", may_grow)
+        edges = write_vectors(folder, snapshot.edge_vectors, snapshot_id, "triples", may_grow)
         codes = saved_codes.save(
             snapshot.node_vectors.matrix,
             nodes.source,
@@ -214,7 +208,7 @@ def map_tables(
             keys = table.keys()
             rows = table.rows_for(keys)
             path = folder / VECTOR_FILE.format(id=snapshot_id, kind=kind)
-            atomic_write(path, partial(_write_gathered, table.matrix, rows))
+            atomic_write(path, partial(write_gathered, table.matrix, rows))
             matrix = _mapped(folder, snapshot_id, kind)
             codes = table.matrix.codes_of(rows)  # the same rows: not coded again
             mapped.append(
@@ -366,116 +360,6 @@ def _one_text_per_row(texts: list[str], rows: np.ndarray) -> None:
         texts[order[i]] = texts[order[i - 1]]
 
 
-@dataclass(frozen=True)
-class FileRows:
-    """A saved vector file's rows: ``source``, the matrix row each file row holds, in
-    file order; ``item_rows``, each item's row in the file; ``grown_from``, the id of
-    the snapshot whose file it grew from (None: written anew)."""
-
-    source: np.ndarray
-    item_rows: np.ndarray
-    grown_from: str | None = None
-
-
-def _write_vectors(folder: Path, vectors: VectorRows, snapshot_id: str, kind: str) -> FileRows:
-    """Write the snapshot's vector file of ``kind`` (``nodes``, ``triples``); return
-    which rows it holds and where each item's is.
-
-    Where the rows the items read are mostly those of a vector file of that kind in the
-    folder that no saved snapshot names (the one the start mapped, left by the change
-    that removed its snapshot: ``discard``), that file grows: the rows written since are
-    appended and it is renamed for this snapshot (``kg.file_matrix.grow_file``). Its
-    rows no item reads any longer (a removed document's entities and facts) stay,
-    unread, until they pass ``_DEAD_SHARE`` of it; then, or where there is no such
-    file, the rows the items read are written to a new file, in row order."""
-    path = folder / VECTOR_FILE.format(id=snapshot_id, kind=kind)
-    grown = _grown_rows(folder, vectors, kind)
-    if grown is not None:
-        added = grown.source[len(vectors.matrix.base) :]
-        if grow_file(vectors.matrix.base, path, partial(_write_rows, vectors.matrix, added)):
-            return grown
-    used, item_rows = np.unique(vectors.rows, return_inverse=True)
-    atomic_write(path, partial(_write_gathered, vectors.matrix, used))
-    return FileRows(used, item_rows)
-
-
-def _grown_rows(folder: Path, vectors: VectorRows, kind: str) -> FileRows | None:
-    """For a file grown from the one ``vectors``' matrix maps (its base): its rows (the
-    base's, then those appended: rows of the matrix, ascending) and each item's row in
-    it; None where it cannot grow (no snapshot must name the file, which must be one of
-    the folder's vector files of ``kind``) or should not (too many rows no item reads)."""
-    base = vectors.matrix.base
-    if (folder / FILE).exists() or not _reads_file(base) or not len(base):
-        return None
-    name = Path(base.filename or "")
-    if not (name.match(VECTOR_FILE.format(id="*", kind=kind)) and _in(folder, name)):
-        return None
-    split = len(base)
-    rows = np.asarray(vectors.rows, np.int64)
-    old = rows < split
-    if split - np.unique(rows[old]).size > _DEAD_SHARE * split:
-        return None
-    added, placed = np.unique(rows[~old], return_inverse=True)
-    item_rows = rows.copy()
-    item_rows[~old] = split + placed
-    source = np.concatenate([np.arange(split, dtype=np.int64), added])
-    grown_from = name.name.removeprefix("snapshot-").removesuffix(f"-{kind}.npy")
-    return FileRows(source, item_rows, grown_from)
-
-
-def _in(folder: Path, path: Path) -> bool:
-    try:
-        return path.parent.samefile(folder)
-    except OSError:
-        return False
-
-
-def _write_gathered(matrix: RowMatrix, rows: np.ndarray, out: IO[bytes]) -> None:
-    """``matrix[rows]`` as one ``.npy`` float32 matrix, gathered a block at a time rather
-    than copied whole first: at 1,000,000 chunks the graph's vectors are 8 GB, which a
-    clean stop would otherwise have held in memory twice. Long runs of consecutive rows
-    of a part mapped from a file (the vector files a start mapped: most rows of a save)
-    are copied file to file instead (``kg.file_matrix.copy_rows``)."""
-    header = {"descr": "<f4", "fortran_order": False, "shape": (len(rows), matrix.shape[1])}
-    np.lib.format.write_array_header_1_0(out, header)
-    written = 0
-    for start, stop, part, first in _file_runs(matrix, rows):
-        _write_rows(matrix, rows[written:start], out)
-        if not copy_rows(part, first, stop - start, out):
-            _write_rows(matrix, rows[start:stop], out)
-        written = stop
-    _write_rows(matrix, rows[written:], out)
-
-
-def _write_rows(matrix: RowMatrix, rows: np.ndarray, out: IO[bytes]) -> None:
-    for start in range(0, len(rows), _BLOCK_ROWS):
-        out.write(matrix[rows[start : start + _BLOCK_ROWS]].astype("<f4").tobytes())
-
-
-def _file_runs(matrix: RowMatrix, rows: np.ndarray) -> Iterator[tuple[int, int, FileMatrix, int]]:
-    """The runs of at least ``_COPY_RUN_ROWS`` of ``rows`` that are consecutive rows of
-    one of ``matrix``'s parts that reads its file: where the run is in ``rows`` (start,
-    stop), the part, and the run's first row in it. Rows in any other order (the
-    entities' after a start from the rows) are left to be gathered."""
-    split = len(matrix.base)
-    parts = [(matrix.base, 0), (matrix.tail, split)]
-    if not len(rows) or not any(_reads_file(part) for part, _ in parts):
-        return
-    rows = np.asarray(rows, np.int64)
-    breaks = np.flatnonzero((np.diff(rows) != 1) | (rows[1:] == split)) + 1
-    starts = np.concatenate([[0], breaks])
-    stops = np.concatenate([breaks, [len(rows)]])
-    long = np.flatnonzero(stops - starts >= _COPY_RUN_ROWS)
-    for start, stop in zip(starts[long].tolist(), stops[long].tolist(), strict=True):
-        part, offset = parts[0] if rows[start] < split else parts[1]
-        if _reads_file(part):
-            yield start, stop, part, int(rows[start]) - offset
-
-
-def _reads_file(part: object) -> TypeGuard[FileMatrix]:
-    return isinstance(part, FileMatrix) and part.reads_file
-
-
 def _code_path(folder: Path, snapshot_id: str, name: str) -> Path:
     """The file of the entities' codes array ``name`` of a snapshot (``kg.saved_codes``):
     one of its vector files, as ``VECTOR_FILE`` names them."""
@@ -492,7 +376,7 @@ def table_vectors(snapshot: GraphSnapshot) -> tuple[Vectors, Vectors]:
     """The node and triple-text vectors of a snapshot ``load`` read back, as the files'
     rows hold them: the graph's embedding tables adopt these mapped matrices instead of
     reading the same vectors again from the file (780 MiB at 323,000 triples). Each key
-    with its row, ascending; a grown file's rows no key names (``_write_vectors``) are
+    with its row, ascending; a grown file's rows no key names (``kg.saved_vectors``) are
     left out of the rows."""
     nodes, triples = snapshot.node_vectors.matrix, snapshot.edge_vectors.matrix
     assert isinstance(nodes.tail, np.ndarray) and isinstance(triples.tail, np.ndarray)

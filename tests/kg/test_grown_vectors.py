@@ -1,5 +1,5 @@
 """A clean stop after a change grows the vector files the start mapped (the entities' and
-the triples') instead of writing them whole again (``kg.snapshot_file._write_vectors``,
+the triples') instead of writing them whole again (``kg.saved_vectors.write_vectors``,
 ``kg.file_matrix.grow_file``): the next start reads the same graph back, rows no item
 reads stay unread until they pass a share of the file, and a save that fails leaves no
 snapshot."""
@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+import kg.saved_vectors
 import kg.snapshot_file
 from kg import EmbedFn, KnowledgeGraph
 from kg.embeddings import EmbeddingTable
@@ -70,7 +71,7 @@ def test_a_stop_after_a_change_grows_the_file_the_start_mapped(
     is the same file, renamed for the new snapshot, with the new rows after its own; the
     next start reads back the graph that was never closed, its rows no item reads left
     dropped, and grows the files again at its own stop."""
-    monkeypatch.setattr(kg.snapshot_file, "_DEAD_SHARE", 1.0)  # always grown
+    monkeypatch.setattr(kg.saved_vectors, "_DEAD_SHARE", 1.0)  # always grown
     reference = closed_with_a_copy(saved, embed_fn)
     if start == "rows":
         kg.snapshot_file.discard(saved.folder)  # as after a crash
@@ -108,7 +109,7 @@ def test_rows_no_edge_reads_past_the_share_go_with_a_new_file(
 ) -> None:
     """Where the rows no item reads would pass ``_DEAD_SHARE`` of the file (here any),
     the save writes a new file of the rows the items read alone."""
-    monkeypatch.setattr(kg.snapshot_file, "_DEAD_SHARE", 0.0)
+    monkeypatch.setattr(kg.saved_vectors, "_DEAD_SHARE", 0.0)
     reference = closed_with_a_copy(saved, embed_fn)
     graph = opened(saved.folder, embed_fn)
     inodes = {kind: vector_file(saved.folder, kind).stat().st_ino for kind in KINDS}
@@ -139,7 +140,7 @@ def test_a_save_that_fails_after_the_file_grew_leaves_no_snapshot(
     change(graph)
     full = OSError(errno.ENOSPC, "No space left on device")
     if fault in KINDS:
-        grow = kg.snapshot_file.grow_file
+        grow = kg.saved_vectors.grow_file
 
         def filling(matrix: np.ndarray, to: Path, write: Any) -> bool:
             def part(out: Any) -> None:
@@ -148,7 +149,7 @@ def test_a_save_that_fails_after_the_file_grew_leaves_no_snapshot(
 
             return grow(matrix, to, part if to.name.endswith(f"-{fault}.npy") else write)
 
-        monkeypatch.setattr(kg.snapshot_file, "grow_file", filling)
+        monkeypatch.setattr(kg.saved_vectors, "grow_file", filling)
     else:
         real = kg.snapshot_file.atomic_write
 

@@ -15,7 +15,7 @@ import pytest
 
 import kg.int8_rows as int8_rows
 import kg.npz_file as npz_file
-from kg import KnowledgeGraph, axes_file, saved_codes, snapshot_file
+from kg import KnowledgeGraph, axes_file, saved_codes, saved_vectors, snapshot_file
 from kg.code_parts import gather
 from kg.lead_rows import LeadRows
 from kg.rotation import Rotation
@@ -23,6 +23,7 @@ from kg.vector_rows import VectorRows
 from tests.kg.kg_testdata import supplied
 from tests.kg.test_cells import ShapedEmbed, few_cells  # noqa: F401  (the fixture)
 from tests.kg.test_kg_load import assert_same_snapshot
+from tests.kg.test_snapshot_file import as_format_5, write_snapshot
 
 
 def codes_made(monkeypatch: pytest.MonkeyPatch) -> list[int]:
@@ -228,7 +229,7 @@ def test_gathered_codes_are_written_a_block_at_a_time(
     whole: no block of more than ``BLOCK_ROWS`` rows is made. Each file row's codes are
     those of the matrix row it holds."""
     monkeypatch.setattr(npz_file, "BLOCK_ROWS", 100)
-    monkeypatch.setattr(snapshot_file, "_DEAD_SHARE", -1.0)  # never grown
+    monkeypatch.setattr(saved_vectors, "_DEAD_SHARE", -1.0)  # never grown
     first = stopped_graph(tmp_path / "kg")
     inodes = {path.stat().st_ino for path in code_files(first.folder).values()}
     again = changed_after_a_start(first)
@@ -302,3 +303,25 @@ def test_a_disk_that_fills_while_a_code_file_grows_leaves_no_snapshot(
     assert not [p for p in first.folder.iterdir() if p.name.startswith("snapshot")]
     later = KnowledgeGraph(first.folder, ShapedEmbed())
     assert_same_snapshot(later.snapshot, again.snapshot)
+
+
+@pytest.mark.usefixtures("few_cells")
+def test_codes_kept_in_a_format_5_snapshot_are_read_and_saved_in_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A snapshot of format 5 kept the codes in ``snapshot.npz``, in node order: the
+    start reads them from there and codes nothing; its stop saves them in files, which
+    the next start reads."""
+    first = stopped_graph(tmp_path / "kg")
+    write_snapshot(first.folder, *as_format_5(first.folder))
+    assert not code_files(first.folder)
+    made = codes_made(monkeypatch)
+    again = KnowledgeGraph(first.folder, ShapedEmbed())
+    assert made == [] and links(again) == links(first)
+    read = turned_codes(again)
+    assert_same_codes(read, LeadRows.of(again.snapshot.node_vectors.matrix.tail, read.rotation))
+    made.clear()  # that coding, the comparison's
+    again.close()
+    assert set(code_files(first.folder)) == set(saved_codes.FIELDS)
+    later = KnowledgeGraph(first.folder, ShapedEmbed())
+    assert made == [] and links(later) == links(first)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 
 import kg.axes_file
 import kg.graph_file
+import kg.saved_vectors
 import kg.snapshot_file
 import kg.store
 from kg import EmbedFn, KnowledgeGraph
@@ -280,7 +282,8 @@ CODE_ROWS = ("lead", "lead_unit", "rest", "rest_unit", "rest_norm", "cell")
 
 def as_format_5(folder: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """The saved snapshot's meta and arrays as format 5 saved them: the entities' vector
-    file (rewritten here) and codes in node order, no ``node_rows``."""
+    file (rewritten here) and codes (moved into the arrays) in node order, no
+    ``node_rows``."""
     with np.load(folder / FILE) as held:
         arrays = {name: held[name] for name in held.files}
     meta = json.loads(arrays.pop("meta").tobytes())
@@ -289,10 +292,23 @@ def as_format_5(folder: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     nodes = folder / VECTOR_FILE.format(id=meta["id"], kind="nodes")
     np.save(nodes, np.load(nodes)[node_rows])
     for name in CODE_ROWS:
-        if f"entity_codes_{name}" in arrays:
-            arrays[f"entity_codes_{name}"] = arrays[f"entity_codes_{name}"][node_rows]
+        path = folder / VECTOR_FILE.format(id=meta["id"], kind=f"codes-{name}")
+        if path.exists():
+            arrays[f"entity_codes_{name}"] = np.load(path)[node_rows]
+            path.unlink()
     meta["format"] = 5
     return meta, arrays
+
+
+def as_format_4(folder: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """As format 4 saved them: format 5's, with each list's strings in the JSON and no
+    codes."""
+    meta, arrays = as_format_5(folder)
+    table = meta.pop("strings")
+    for name in INDEXED_LISTS:
+        meta[name] = [table[i] for i in arrays.pop(f"{name}_strings").tolist()]
+    meta["format"] = 4
+    return meta, {k: v for k, v in arrays.items() if not k.startswith("entity_codes_")}
 
 
 def write_snapshot(folder: Path, meta: dict[str, Any], arrays: dict[str, Any]) -> None:
@@ -300,16 +316,19 @@ def write_snapshot(folder: Path, meta: dict[str, Any], arrays: dict[str, Any]) -
         np.savez(out, meta=np.frombuffer(json.dumps(meta).encode(), np.uint8), **arrays)
 
 
-def test_a_snapshot_of_format_5_is_read_and_saved_again_as_the_current_one(
+@pytest.mark.parametrize("older", [as_format_5, as_format_4])
+def test_a_snapshot_of_an_older_format_is_read_and_saved_again_as_the_current_one(
     saved: KnowledgeGraph,  # noqa: F811
     embed_fn: EmbedFn,
     monkeypatch: pytest.MonkeyPatch,
+    older: Callable[[Path], tuple[dict[str, Any], dict[str, Any]]],
 ) -> None:
     """A folder from before format 6 (the entities' vectors in node order, without
-    ``node_rows``) starts from its snapshot, not from the rows, and its stop saves the
-    current format."""
+    ``node_rows``) or before format 5 (also each list's strings in the JSON, no codes)
+    starts from its snapshot, not from the rows, and its stop saves the current
+    format."""
     saved.close()
-    write_snapshot(saved.folder, *as_format_5(saved.folder))
+    write_snapshot(saved.folder, *older(saved.folder))
     reads, saves = rows_read(monkeypatch), saves_made(monkeypatch)
     again = KnowledgeGraph(saved.folder, embed_fn)
     assert reads == []
@@ -319,34 +338,6 @@ def test_a_snapshot_of_format_5_is_read_and_saved_again_as_the_current_one(
     with np.load(saved.folder / FILE) as held:
         assert json.loads(held["meta"].tobytes())["format"] == kg.snapshot_file.FORMAT
         assert "node_rows" in held.files
-    assert_same_snapshot(KnowledgeGraph(saved.folder, embed_fn).snapshot, saved.snapshot)
-    assert reads == []
-
-
-def test_a_snapshot_of_format_4_is_read_and_saved_again_as_the_current_one(
-    saved: KnowledgeGraph,  # noqa: F811
-    embed_fn: EmbedFn,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A folder from before format 5 (each list's strings in the JSON, no codes) starts
-    from its snapshot, not from the rows, and its stop saves the current format."""
-    saved.close()
-    path = saved.folder / FILE
-    meta, arrays = as_format_5(saved.folder)
-    table = meta.pop("strings")
-    for name in INDEXED_LISTS:
-        meta[name] = [table[i] for i in arrays.pop(f"{name}_strings").tolist()]
-    arrays = {k: v for k, v in arrays.items() if not k.startswith("entity_codes_")}
-    meta["format"] = 4
-    write_snapshot(saved.folder, meta, arrays)
-    reads, saves = rows_read(monkeypatch), saves_made(monkeypatch)
-    again = KnowledgeGraph(saved.folder, embed_fn)
-    assert reads == []
-    assert_same_snapshot(again.snapshot, saved.snapshot)
-    again.close()
-    assert saves == [saved.folder]
-    with np.load(path) as held:
-        assert json.loads(held["meta"].tobytes())["format"] == kg.snapshot_file.FORMAT
     assert_same_snapshot(KnowledgeGraph(saved.folder, embed_fn).snapshot, saved.snapshot)
     assert reads == []
 
@@ -382,7 +373,7 @@ def test_a_start_maps_the_vectors_and_changes_write_past_them(
     """The vectors read back are the files' pages, not copies in the process's memory;
     the tables adopt them as they are, and changes write their vectors after them. A save
     writes them a few rows at a time (here 3), across the mapped part and the new rows."""
-    monkeypatch.setattr(kg.snapshot_file, "_BLOCK_ROWS", 3)
+    monkeypatch.setattr(kg.saved_vectors, "_BLOCK_ROWS", 3)
     saved.close()
     files = sorted(saved.folder.glob(VECTOR_FILE.format(id="*", kind="*")))
     assert [p.name.rsplit("-", 1)[1] for p in files] == ["nodes.npy", "triples.npy"]

@@ -1,4 +1,4 @@
-"""A save's vector files (``kg.snapshot_file._write_gathered``): the rows asked for, in
+"""A save's vector files (``kg.saved_vectors.write_gathered``): the rows asked for, in
 their order, whatever part holds them; long runs of a mapped file's rows copied file to
 file by the kernel, the rest gathered."""
 
@@ -9,11 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import kg.saved_vectors
 import kg.snapshot_file
 from kg import EmbedFn, KnowledgeGraph
 from kg.file_matrix import FileMatrix
 from kg.row_matrix import RowMatrix
-from kg.snapshot_file import _write_gathered
+from kg.saved_vectors import write_gathered
 from tests.kg.kg_testdata import supplied
 from tests.kg.test_kg_load import assert_same_snapshot, saved  # noqa: F401  (the fixture)
 
@@ -23,7 +24,7 @@ DIM = 8
 def kernel_copies(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int, int]]:
     """(file name, first row, rows) of each run copied file to file from here on."""
     copies: list[tuple[str, int, int]] = []
-    copy = kg.snapshot_file.copy_rows
+    copy = kg.saved_vectors.copy_rows
 
     def counting(matrix: np.ndarray, first: int, count: int, out: object) -> bool:
         copied = copy(matrix, first, count, out)  # type: ignore[arg-type]
@@ -32,7 +33,7 @@ def kernel_copies(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int, int]]
             copies.append((Path(str(matrix.filename)).name, first, count))
         return copied
 
-    monkeypatch.setattr(kg.snapshot_file, "copy_rows", counting)
+    monkeypatch.setattr(kg.saved_vectors, "copy_rows", counting)
     return copies
 
 
@@ -44,7 +45,7 @@ def mapped(tmp_path: Path, name: str, rows: int, seed: int) -> tuple[FileMatrix,
 
 def written(tmp_path: Path, matrix: RowMatrix, rows: np.ndarray) -> np.ndarray:
     with open(tmp_path / "out.npy", "wb") as out:
-        _write_gathered(matrix, rows, out)
+        write_gathered(matrix, rows, out)
     return np.load(tmp_path / "out.npy")
 
 
@@ -52,8 +53,8 @@ def test_runs_of_a_mapped_base_are_copied_and_the_rest_gathered(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A table after a start and a change: the mapped base, then rows in memory."""
-    monkeypatch.setattr(kg.snapshot_file, "_COPY_RUN_ROWS", 100)
-    monkeypatch.setattr(kg.snapshot_file, "_BLOCK_ROWS", 64)
+    monkeypatch.setattr(kg.saved_vectors, "_COPY_RUN_ROWS", 100)
+    monkeypatch.setattr(kg.saved_vectors, "_BLOCK_ROWS", 64)
     base, base_values = mapped(tmp_path, "base.npy", 3000, 1)
     tail = np.random.default_rng(2).normal(size=(500, DIM)).astype(np.float32)
     matrix, whole = RowMatrix(base, tail), np.concatenate([base_values, tail])
@@ -76,7 +77,7 @@ def test_a_loaded_snapshot_s_rows_are_copied_whole(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A snapshot read back maps its file as the tail, after an empty base."""
-    monkeypatch.setattr(kg.snapshot_file, "_COPY_RUN_ROWS", 100)
+    monkeypatch.setattr(kg.saved_vectors, "_COPY_RUN_ROWS", 100)
     vectors, values = mapped(tmp_path, "nodes.npy", 1500, 3)
     copies = kernel_copies(monkeypatch)
     rows = np.arange(1500)
@@ -88,7 +89,7 @@ def test_a_loaded_snapshot_s_rows_are_copied_whole(
 def test_rows_in_no_run_are_gathered(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, order: str
 ) -> None:
-    monkeypatch.setattr(kg.snapshot_file, "_COPY_RUN_ROWS", 2)
+    monkeypatch.setattr(kg.saved_vectors, "_COPY_RUN_ROWS", 2)
     base, values = mapped(tmp_path, "base.npy", 400, 4)
     copies = kernel_copies(monkeypatch)
     rows = {
@@ -116,7 +117,7 @@ def test_a_stop_after_a_start_and_a_change_grows_the_mapped_files(
     again = KnowledgeGraph(saved.folder, embed_fn)
     again.replace_documents({"new": supplied("new", ("Lyon", "lies on", "Rhone"))})
     saved.replace_documents({"new": supplied("new", ("Lyon", "lies on", "Rhone"))})
-    monkeypatch.setattr(kg.snapshot_file, "_COPY_RUN_ROWS", 2)
+    monkeypatch.setattr(kg.saved_vectors, "_COPY_RUN_ROWS", 2)
     copies = kernel_copies(monkeypatch)
     again.close()
     assert copies == []
