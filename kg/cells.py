@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kg.int8_rows import Int8Rows
+from kg.int8_rows import Int8Rows, Query
 
 MIN_ROWS = 100_000
 """Rows a table is coded from before it is given cells (their full scan: about 1.8 ms)."""
@@ -143,7 +143,7 @@ class CellOrder:
         return len(self.rows)
 
     def read(
-        self, cells: np.ndarray, lead_query: np.ndarray, reach: float, floor: float
+        self, cells: np.ndarray, lead_query: Query, reach: float, floor: float
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The rows of ``cells`` whose bound reaches ``floor`` (in this order), their
         estimates over the leading codes (``Int8Rows.scores_in``; the caller has their

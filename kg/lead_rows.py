@@ -41,7 +41,7 @@ from kg import cells as cell_fit
 from kg.best_rows import Best, can_be_best
 from kg.cells import CellOrder
 from kg.file_matrix import Rows
-from kg.int8_rows import BLOCK_ROWS, Int8Rows, write_all
+from kg.int8_rows import BLOCK_ROWS, CodedQuery, Int8Rows, write_all
 from kg.rotation import LEAD, Rotation, one_blas_thread
 
 MIN_ROWS = 16_384
@@ -189,10 +189,10 @@ class LeadRows:
         if self.cell is not None:
             return self._screen_cells(query, floor, best)
         turned, lead, lead_slack = self._lead(query)
-        rest_query = turned[LEAD:]
-        bound = np.multiply(self.rest_norm, np.float32(_reach(rest_query)))
+        bound = np.multiply(self.rest_norm, np.float32(_reach(turned[LEAD:])))
         bound += lead
         kept = np.flatnonzero(bound >= floor - lead_slack)
+        rest_query = CodedQuery.of(turned[LEAD:])
         if best is not None:
             kept = kept[self._best(kept, lead[kept], bound[kept], lead_slack, rest_query, best)]
         if kept.size > DENSE_SHARE * len(self):
@@ -209,15 +209,15 @@ class LeadRows:
         order = self._cell_order()
         assert cells is not None and order is not None
         turned = self.rotation.turn_query(query)
-        lead_query, rest_query = turned[:LEAD], turned[LEAD:]
-        near = cells.near(lead_query)
+        near = cells.near(turned[:LEAD])
+        reach = _reach(turned[LEAD:])
+        lead_query, rest_query = CodedQuery.of(turned[:LEAD]), CodedQuery.of(turned[LEAD:])
         settled = len(order)
         # The slack is known before any row is read: each part's bound from its codes'.
         lead_slack = order.lead.slack(lead_query)
         if settled < len(self):
             lead_slack = max(lead_slack, self.lead.slack(lead_query))
         lead_slack += self._turn_slack(query)
-        reach = _reach(rest_query)
         rows, lead, bound = order.read(near, lead_query, reach, floor - lead_slack)
         if settled < len(self):  # rows written after the order: theirs read in place
             assert self.cell is not None
@@ -243,7 +243,7 @@ class LeadRows:
         lead: np.ndarray,
         bound: np.ndarray,
         lead_slack: float,
-        rest_query: np.ndarray,
+        rest_query: CodedQuery,
         best: Best,
     ) -> np.ndarray | slice:
         """Where in ``rows`` (with their leading estimates and bounds) the rows that can

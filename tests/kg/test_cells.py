@@ -15,9 +15,11 @@ import numpy as np
 import pytest
 
 import kg.cells as cells
+import kg.int8_rows as int8_rows
 import kg.lead_rows as lead_rows
 from durable import TEMP_SUFFIX
 from kg import KnowledgeGraph, axes_file, snapshot_file
+from kg.best_rows import Best
 from kg.cells import Cells
 from kg.code_parts import screen
 from kg.embeddings import EmbeddingTable, normalize_rows
@@ -206,6 +208,18 @@ def test_a_table_grown_a_few_rows_at_a_time_is_coded_as_a_start_would_code_it(
     np.testing.assert_array_equal(cell, filed_under(rotation, rows))
 
 
+def ordered_part(rng: np.random.Generator) -> tuple[np.ndarray, Rotation, LeadRows]:
+    """3,000 clustered rows, and a part with room for them whose first 2,000 are written
+    and put in cell order (by a rotation fit to those)."""
+    rows = clustered_rows(rng, 3000)
+    rotation = fit_rotation(rows[:2000])
+    assert rotation is not None and rotation.cells is not None
+    part = LeadRows.zeros(len(rows), rotation)
+    part.write(0, rows[:2000])
+    part.prepare(2000)
+    return rows, rotation, part
+
+
 def test_views_share_the_cell_order_and_read_later_rows_in_place(
     few_cells: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -215,12 +229,7 @@ def test_views_share_the_cell_order_and_read_later_rows_in_place(
     monkeypatch.setattr(lead_rows, "ORDER_TAIL_MIN", 150)
     monkeypatch.setattr(lead_rows, "ORDER_TAIL_SHARE", 0.0)
     rng = np.random.default_rng(19)
-    rows = clustered_rows(rng, 3000)
-    rotation = fit_rotation(rows[:2000])
-    assert rotation is not None and rotation.cells is not None
-    part = LeadRows.zeros(len(rows), rotation)
-    part.write(0, rows[:2000])
-    part.prepare(2000)
+    rows, rotation, part = ordered_part(rng)
     order = part.head(2000)._cell_order()
     assert order is not None and len(order) == 2000
     part.write(2000, rows[2000:2100])  # after the order: read in place
@@ -245,6 +254,31 @@ def test_views_share_the_cell_order_and_read_later_rows_in_place(
     assert again is not None and again is not order and len(again) == len(rows)
     assert later._cell_order() is order  # a view made before keeps its own
     assert part.head(2500)._cell_order() is not again  # it holds rows a shorter view lacks
+
+
+def test_a_screen_codes_its_question_once_for_each_half(
+    few_cells: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A screen over the cell order, the rows after it and the best rows reads the
+    leading and the rest codes of three tables: it codes the turned question's two
+    halves once each (``kg.int8_rows.CodedQuery``), not once for each table."""
+    rng = np.random.default_rng(23)
+    rows, _, part = ordered_part(rng)
+    part.write(2000, rows[2000:2100])  # after the order: read in place, its own slack
+    later = part.head(2100)
+    coded_queries: list[int] = []
+    code = int8_rows._code
+
+    def counted(block: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, float]:
+        if len(block) == 1:
+            coded_queries.append(block.shape[1])
+        return code(block)
+
+    monkeypatch.setattr(int8_rows, "_code", counted)
+    query = near_queries(rng, rows[:2100], 1)[0]
+    kept, _, _ = screen([later], query, 0.3, Best(5, 0.0))
+    assert kept.size  # the rest codes were read
+    assert sorted(coded_queries) == sorted([LEAD, ROW_DIM - LEAD])
 
 
 def test_cells_are_fit_where_the_rows_call_for_them(few_cells: int) -> None:

@@ -12,7 +12,7 @@ import kg.int8_rows as int8_rows
 from kg.code_parts import estimate
 from kg.embeddings import EmbeddingTable, normalize_rows
 from kg.file_matrix import FileMatrix
-from kg.int8_rows import Int8Rows, blocks, fill_rows, gather_rows
+from kg.int8_rows import CodedQuery, Int8Rows, blocks, fill_rows, gather_rows
 from kg.row_matrix import dot_rows
 from kg.vector_rows import VectorRows
 from tests.kg.kg_testdata import candidates_choice, full_scan_choice
@@ -51,6 +51,27 @@ def test_every_estimate_is_within_the_slack_of_the_exact_score() -> None:
         exact = rows.astype(np.float64) @ query.astype(np.float64)
         assert np.abs(estimates - exact).max() <= slack
         assert slack < 0.1  # loose enough to be safe, tight enough to leave few candidates
+
+
+def test_a_question_coded_once_scores_as_its_float32_values_do() -> None:
+    """A screen codes its question once for every table it reads (``CodedQuery``): the
+    scores and slacks must be those of the float32 question, to the bit."""
+    rng = np.random.default_rng(3)
+    rows = _rows(rng, 300)
+    coded = Int8Rows.of(rows)
+    spans = [(0, 40), (100, 101), (250, 300)]
+    for query in _queries(rng, rows, 20):
+        once = CodedQuery.of(query)
+        assert CodedQuery.of(once) is once
+        assert not once.codes.flags.writeable  # shared by every table a screen reads
+        for args in ((), (np.array([5, 2, 299]),)):
+            plain, plain_slack = coded.scores(query, *args)
+            again, again_slack = coded.scores(once, *args)
+            np.testing.assert_array_equal(again, plain)
+            assert again_slack == plain_slack
+        in_spans = coded.scores_in(query, spans)[0]
+        np.testing.assert_array_equal(coded.scores_in(once, spans)[0], in_spans)
+        assert coded.slack(once) == coded.slack(query)
 
 
 @pytest.mark.parametrize("threshold", [0.3, 0.5, 0.9])
