@@ -42,6 +42,7 @@ PAGES = Path(__file__).resolve().parent.parent / "data" / "git-doc"
 STASH_Q, STASH_REWORDED = "How do I list the stash entries?", "How can I list the stash entries?"
 TAG_Q, TAG_REWORDED = "How do I sign a tag with GPG?", "How can I sign a tag with GPG?"
 TAG_KEY = "how do i sign a tag with gpg"
+STASH_KEY = "how do i list the stash entries"
 SHOW_Q = "How do I show the changes recorded in a stash entry?"
 SHOW_REWORDED = "How can I show the changes recorded in a stash entry?"
 #: What the issue that brought these tests asks of a warm hit.
@@ -112,11 +113,11 @@ def test_a_seeded_question_is_a_warm_hit_for_its_rewording(
     reset_prefix_cache(vllm)
     report = seed(service, STASH_Q)
     assert report["warm_requests"] == 1 and report["declined"] == {}, report
-    entry = entry_for(service, "how do i list the stash entries")
+    entry = entry_for(service, STASH_KEY)
     assert entry["doc_ids"] == ["git-stash.html"] and entry["context_tokens"] is None
     assert entry["ttl_s"] > 0 and entry["partial"] is False
     assert_warm_hit(service.chat(STASH_REWORDED), entry)
-    assert entry_for(service, "how do i list the stash entries")["hits"] == 1
+    assert entry_for(service, STASH_KEY)["hits"] == 1
     metrics = service.client.get("/metrics").text
     assert "warmrag_warmup_hit_ratio 1.0" in metrics
     assert 'warmrag_rewarm_total{reason="seed"} 1.0' in metrics
@@ -139,7 +140,7 @@ def test_hot_traffic_is_warmed(corpus: Corpus) -> None:
 def test_a_change_rewarms_exactly_the_changed_context(corpus: Corpus) -> None:
     service = corpus.service
     seed(service, STASH_Q, TAG_Q)  # warm already when run in order: no prefill
-    stash = entry_for(service, "how do i list the stash entries")
+    stash = entry_for(service, STASH_KEY)
     tag = entry_for(service, TAG_KEY)
     passage = service.chat(TAG_Q)["passages"][0]["text"]
     page = PAGES / "git-tag.md"
@@ -166,9 +167,7 @@ def test_a_change_rewarms_exactly_the_changed_context(corpus: Corpus) -> None:
         assert after[q]["chunk_ids"] != before[q]["chunk_ids"], q
     new_tag = entry_for(service, TAG_KEY)
     assert new_tag["fingerprint"] != tag["fingerprint"]
-    assert (
-        entry_for(service, "how do i list the stash entries")["fingerprint"] == stash["fingerprint"]
-    )
+    assert entry_for(service, STASH_KEY)["fingerprint"] == stash["fingerprint"]
     fingerprints = {e["fingerprint"] for e in service.registry()["entries"]}
     assert tag["fingerprint"] not in fingerprints
     body = service.chat(TAG_REWORDED)
@@ -178,24 +177,34 @@ def test_a_change_rewarms_exactly_the_changed_context(corpus: Corpus) -> None:
 
 def test_a_restart_restores_and_hits(corpus: Corpus, vllm: VLLMServer) -> None:
     service = corpus.service
+    """The two entries users asked for are the hottest, so they are restored before
+    ``/ready``; the predicted ones (seeds with no sighting) follow in the background,
+    past a start-up cap of two. The cap keeps this test to two prefills of these
+    contexts (about 4.5 s each on the CPU) rather than all eleven; restoring past the
+    cap is tested on short documents (``test_warmup``)."""
+    service = corpus.service
     seed(service, STASH_Q)  # warm already when run in order: no prefill
-    before = entry_for(service, "how do i list the stash entries")
+    asked = {key: entry_for(service, key) for key in (STASH_KEY, TAG_KEY)}
     warm = len(service.registry()["entries"])
+    assert warm > len(asked), "no predicted entry to restore after /ready"
     service.stop()
     reset_prefix_cache(vllm)  # a restarted vLLM starts cold
     # The restarted service has a per-entry share smaller than these contexts, for the
     # next test; entries restored keep the size they were warmed at.
-    corpus.service = corpus.start(warmup_entry_max_tokens=SMALL_SHARE)  # once /ready is 200
-    restored = entry_for(corpus.service, "how do i list the stash entries")
-    assert restored["fingerprint"] == before["fingerprint"]
-    assert restored["warmed_at"] > before["warmed_at"]
+    corpus.service = corpus.start(
+        warmup_entry_max_tokens=SMALL_SHARE, warmup_restore_max_entries=len(asked)
+    )  # once /ready is 200
+    assert len(corpus.service.registry()["entries"]) == warm, "an entry was dropped"
+    restored = {key: entry_for(corpus.service, key) for key in asked}
+    for key, before in asked.items():
+        assert restored[key]["fingerprint"] == before["fingerprint"]
+        assert restored[key]["warmed_at"] > before["warmed_at"], key
     reports = corpus.service.client.get("/admin/warmup/reports", headers=corpus.service.admin())
     restore = next(r for r in reports.json() if r["kind"] == "restore")
-    assert restore["warm_requests"] == warm and restore["declined"] == {}, restore
+    assert restore["warm_requests"] == len(asked) and restore["declined"] == {}, restore
     metrics = corpus.service.client.get("/metrics").text
-    assert f'warmrag_rewarm_total{{reason="startup"}} {restore["warm_requests"]}.0' in metrics
     assert "warmrag_cold_start_total 1.0" in metrics
-    assert_warm_hit(corpus.service.chat(STASH_REWORDED), restored)
+    assert_warm_hit(corpus.service.chat(STASH_REWORDED), restored[STASH_KEY])
 
 
 def test_a_context_longer_than_the_share_is_warmed_as_far_as_it_allows(
