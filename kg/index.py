@@ -292,13 +292,15 @@ EDGE_LISTS = (
     "edge_chunk",
     "edge_source",
 )
-#: The lists whose strings repeat, saved as indexes into one table of strings
-#: (``kg.saved_strings``); the edges' texts are nearly all different, saved as they are.
+#: The lists of strings, saved as indexes into one table of their strings
+#: (``kg.saved_strings``): most repeat (an entity's key and name in each of its edges);
+#: the edges' texts are nearly all different, but in the table they are saved with it,
+#: a stop appending those a change added (``kg.table_file``).
 INDEXED_LISTS = (
     "node_keys",
     "node_names",
     "predicate_keys",
-    *(n for n in EDGE_LISTS if n != "edge_text"),
+    *EDGE_LISTS,
 )
 
 

@@ -23,8 +23,10 @@ The vector files a write leaves (named by no snapshot once it is removed) stay u
 next save: those the start mapped then grow by the rows written since instead of being
 written whole again (``kg.saved_vectors``: at 1,000,000 chunks the triples' is 4.9 GB and
 the entities' 3.2 GB, and a stop after a one-document change rewrote both), and the
-entities' codes with them (``kg.saved_codes``). ``snapshot.npz`` records each entity's
-and each edge's row in them.
+entities' codes with them (``kg.saved_codes``), and the table of every list's strings
+(``kg.table_file``: 39 of the 61.5 MB ``snapshot.npz`` held at 100,000 chunks, as JSON).
+``snapshot.npz`` records each entity's and each edge's row in them, and each list's
+strings as indexes into the table.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from typing import IO, Any
 import numpy as np
 
 from durable import TEMP_SUFFIX, atomic_write
-from kg import axes_file, saved_codes
+from kg import axes_file, saved_codes, table_file
 from kg.edge_lists import ChunkIndex
 from kg.embeddings import EmbeddingTable
 from kg.file_matrix import FileMatrix
@@ -60,10 +62,13 @@ log = logging.getLogger(__name__)
 
 FILE = "snapshot.npz"
 #: Bumped when the saved fields change: an older file is ignored, not misread.
-FORMAT = 6
-#: Format 5 saved the entities' vectors in node order, without ``node_rows``; format 4
-#: also each list's strings in the JSON, and no codes. Both are read, and saved again as
-#: ``FORMAT`` at the next stop (a start from the rows instead took 231 s at 1M chunks).
+FORMAT = 7
+#: Format 6 saved the table of strings, and each edge's text, in the JSON
+#: (``kg.table_file``); format 5 also the entities' vectors in node order, without
+#: ``node_rows``; format 4 also each list's strings in the JSON, and no codes. All three
+#: are read, and saved again as ``FORMAT`` at the next stop (a start from the rows
+#: instead took 231 s at 1M chunks).
+_JSON_TABLE = 6
 _NODE_ORDER = 5
 _OLDER = 4
 _GRAPH_FILES = (GRAPH_DB_FILE, f"{GRAPH_DB_FILE}-wal")
@@ -78,10 +83,9 @@ _ARRAYS = (
     "adjacency_edges",
 )
 _STRINGS = ("node_keys", "node_names", "predicate_keys", *EDGE_LISTS)
-#: Lists whose strings are (nearly) all different, saved as they are; the others are saved
-#: as indexes into one table of their strings (``kg.saved_strings``).
-_UNIQUE = {"edge_text"}
-assert set(INDEXED_LISTS) == set(_STRINGS) - _UNIQUE
+# Each list of strings is saved as indexes into one table of its strings
+# (``kg.saved_strings``), the table in files of its own (``kg.table_file``).
+assert set(INDEXED_LISTS) == set(_STRINGS)
 # Vectors are saved as matrices of their own, with each node's and each edge's row (the
 # triple texts' once per text).
 _VECTORS = {"node_vectors", "edge_vectors"}
@@ -139,6 +143,13 @@ def save(folder: Path, snapshot: GraphSnapshot, versions: dict[str, str]) -> Non
     snapshot_id = uuid.uuid4().hex[:16]
     try:
         may_grow = not (folder / FILE).exists()  # no snapshot names the files
+        strings = _strings_to_save(snapshot, may_grow)
+        table = table_file.write(
+            strings.table,
+            partial(_file_path, folder),
+            snapshot_id,
+            strings.saved if may_grow else None,
+        )
         nodes = write_vectors(folder, snapshot.node_vectors, snapshot_id, "nodes", may_grow)
         edges = write_vectors(folder, snapshot.edge_vectors, snapshot_id, "triples", may_grow)
         codes = saved_codes.save(
@@ -151,7 +162,7 @@ def save(folder: Path, snapshot: GraphSnapshot, versions: dict[str, str]) -> Non
     except BaseException:
         _remove_vector_files(folder, keep=None)
         raise
-    entries = _entries(folder, snapshot, snapshot_id, versions, nodes.item_rows, edges, codes)
+    entries = _entries(folder, snapshot, versions, strings, table, nodes.item_rows, edges, codes)
     try:
         atomic_write(folder / FILE, partial(write_npz, entries))
     except BaseException:
@@ -163,33 +174,30 @@ def save(folder: Path, snapshot: GraphSnapshot, versions: dict[str, str]) -> Non
 def _entries(
     folder: Path,
     snapshot: GraphSnapshot,
-    snapshot_id: str,
     versions: dict[str, str],
+    strings: StringIndexes,
+    table: table_file.SavedTable,
     node_rows: np.ndarray,
     edges: FileRows,
     codes: dict[str, np.ndarray],
 ) -> Iterator[tuple[str, np.ndarray | NpyWriter]]:
-    """``snapshot.npz``'s arrays, each made as it is written (``kg.npz_file``): the
-    JSON of the strings (385 MiB at 1,000,000 chunks) is let go before the entities'
-    codes are written, where holding both put a stop's peak 1.2-1.6 GiB above what the
-    service held (to 6.1-6.4 GiB after a start from the rows)."""
-    table, indexes = _strings_to_save(snapshot)
+    """``snapshot.npz``'s arrays, each made as it is written (``kg.npz_file``). The
+    table of strings is in its own files (``kg.table_file``); the JSON holds the
+    versions and where the table ends."""
     meta = {
         "format": FORMAT,
-        "id": snapshot_id,
+        "id": table.snapshot_id,
         "file": _file_state(folder),
         "versions": versions,
-        "strings": table,
-        **{name: getattr(snapshot, name) for name in _UNIQUE},
+        "table": [table.count, table.size],
     }
-    del table
     yield "meta", JsonBytes(meta)
-    del meta
     for name in _ARRAYS:
         yield name, np.ascontiguousarray(getattr(snapshot, name))
     yield "edge_rows", edges.item_rows.astype(INDEX)
     yield "node_rows", node_rows.astype(INDEX)
-    for name, index in indexes.items():
+    yield "string_nones", np.array(table.nones, np.int64)
+    for name, index in strings.indexes.items():
         yield f"{name}_strings", index
     yield from codes.items()
 
@@ -282,7 +290,7 @@ def load(
     try:
         with np.load(path, allow_pickle=False) as saved:
             meta = read_json(saved, "meta")
-            if meta.get("format") not in (FORMAT, _NODE_ORDER, _OLDER):
+            if meta.get("format") not in (FORMAT, _JSON_TABLE, _NODE_ORDER, _OLDER):
                 log.warning(
                     "knowledge graph: ignoring the saved snapshot %s (format %s)",
                     path,
@@ -293,13 +301,11 @@ def load(
                 return None
             arrays = {name: saved[name] for name in _ARRAYS}
             edge_rows = saved["edge_rows"]
-            if meta["format"] == _OLDER:
-                strings = StringIndexes.of({name: meta[name] for name in INDEXED_LISTS})
-            else:
-                indexes = {name: saved[f"{name}_strings"] for name in INDEXED_LISTS}
-                strings = StringIndexes(meta["strings"], indexes, len(meta["strings"]))
+            strings = _saved_strings(folder, meta, saved)
             nodes = _mapped(folder, meta["id"], "nodes")
-            node_rows = saved["node_rows"] if meta["format"] == FORMAT else np.arange(len(nodes))
+            node_rows = (
+                saved["node_rows"] if meta["format"] >= _JSON_TABLE else np.arange(len(nodes))
+            )
             rotation = fit_rotation(nodes, axes)
             codes: Codes | None = saved_codes.read(
                 saved, rotation, len(nodes), partial(_code_path, folder), meta["id"]
@@ -316,7 +322,7 @@ def load(
             for rows, vectors in ((node_rows, node_vectors), (edge_rows, edge_vectors))
         ):
             raise ValueError("the vector files do not match the snapshot")
-        lists: dict[str, Any] = {**{name: meta[name] for name in _UNIQUE}, **strings.lists()}
+        lists: dict[str, Any] = strings.lists()
     except (OSError, ValueError, KeyError) as exc:
         log.warning("knowledge graph: ignoring the saved snapshot %s (%s)", path, exc)
         return None
@@ -333,19 +339,42 @@ def load(
     return snapshot, dict(meta["versions"]), meta["format"] == FORMAT
 
 
-def _strings_to_save(snapshot: GraphSnapshot) -> tuple[list[str | None], dict[str, np.ndarray]]:
+def _saved_strings(
+    folder: Path, meta: dict[str, Any], saved: np.lib.npyio.NpzFile
+) -> StringIndexes:
+    """The lists' strings ``load`` reads: the table from its files (``kg.table_file``),
+    or from the JSON of an older format, and each list's indexes into it."""
+    if meta["format"] == _OLDER:
+        lists = {name: meta[name] for name in INDEXED_LISTS}
+        return StringIndexes.of(lists, distinct=("edge_text",))
+    if meta["format"] != FORMAT:  # the edges' texts in the JSON, as they are
+        indexes = {name: saved[f"{name}_strings"] for name in INDEXED_LISTS if name != "edge_text"}
+        table = list(meta["strings"])
+        texts = meta["edge_text"]
+        indexes["edge_text"] = np.arange(len(table), len(table) + len(texts), dtype=INDEX)
+        table.extend(texts)
+        return StringIndexes(table, indexes, len(table))
+    count, size = (int(n) for n in meta["table"])
+    nones = tuple(saved["string_nones"].tolist())
+    table_saved = table_file.SavedTable(meta["id"], count, size, nones)
+    table = table_file.read(partial(_file_path, folder), table_saved)
+    indexes = {name: saved[f"{name}_strings"] for name in INDEXED_LISTS}
+    return StringIndexes(table, indexes, len(table), table_saved)
+
+
+def _strings_to_save(snapshot: GraphSnapshot, may_grow: bool) -> StringIndexes:
     """The table of strings to save and each list's indexes into it: the snapshot's own,
-    where it kept them and they match its lists; else each string looked up (after a
+    where it kept them and they match its lists (as they are where ``may_grow`` and
+    they grew from a saved table, else compacted); else each string looked up (after a
     start from the rows: 15 s at 1,000,000 chunks, where the kept ones take 1-2 s;
     ``kg.saved_strings``)."""
     lists = {name: getattr(snapshot, name) for name in INDEXED_LISTS}
     kept = snapshot.strings
     if kept is not None and kept.matches(lists, np.random.default_rng()):
-        return kept.saved()
+        return kept if may_grow and kept.saved is not None else kept.deduplicated()
     if kept is not None:
         log.warning("knowledge graph: the snapshot's string indexes do not match; looked up")
-    found = StringIndexes.of(lists)  # each string once, each used: saved as it is
-    return found.table, dict(found.indexes)
+    return StringIndexes.of(lists, distinct=("edge_text",))  # each string used
 
 
 def _one_text_per_row(texts: list[str], rows: np.ndarray) -> None:
@@ -363,7 +392,13 @@ def _one_text_per_row(texts: list[str], rows: np.ndarray) -> None:
 def _code_path(folder: Path, snapshot_id: str, name: str) -> Path:
     """The file of the entities' codes array ``name`` of a snapshot (``kg.saved_codes``):
     one of its vector files, as ``VECTOR_FILE`` names them."""
-    return folder / VECTOR_FILE.format(id=snapshot_id, kind=f"codes-{name}")
+    return _file_path(folder, snapshot_id, f"codes-{name}")
+
+
+def _file_path(folder: Path, snapshot_id: str, kind: str) -> Path:
+    """A file of a snapshot beside ``snapshot.npz``, as ``VECTOR_FILE`` names them (its
+    vector files, its entities' codes, its table of strings)."""
+    return folder / VECTOR_FILE.format(id=snapshot_id, kind=kind)
 
 
 def _mapped(folder: Path, snapshot_id: str, kind: str) -> FileMatrix:

@@ -16,6 +16,7 @@ import pytest
 
 import kg.saved_vectors
 import kg.snapshot_file
+import kg.table_file
 from kg import EmbedFn, KnowledgeGraph
 from kg.embeddings import EmbeddingTable
 from kg.file_matrix import FileMatrix
@@ -27,6 +28,7 @@ NEW = {"new": supplied("new", ("Lyon", "lies on", "Rhone"), ("Lyon", "lies in", 
 
 
 KINDS = ("nodes", "triples")
+TABLE_KINDS = (kg.table_file.TEXT, kg.table_file.ENDS)
 
 
 def vector_file(folder: Path, kind: str) -> Path:
@@ -80,6 +82,9 @@ def test_a_stop_after_a_change_grows_the_file_the_start_mapped(
     inodes = {kind: path.stat().st_ino for kind, path in before.items()}
     rows = {kind: len(np.load(path, mmap_mode="r")) for kind, path in before.items()}
     keys = set(graph.snapshot.node_keys)
+    table = graph.snapshot.strings  # None after a start from the rows
+    assert (table is not None and table.saved is not None) == (start == "snapshot")
+    strings = {k: vector_file(saved.folder, k).stat().st_ino for k in TABLE_KINDS if table}
     change(graph)
     new_keys, gone_keys = set(graph.snapshot.node_keys) - keys, keys - set(graph.snapshot.node_keys)
     assert new_keys and gone_keys  # entities added, and paris's alone dropped
@@ -89,6 +94,8 @@ def test_a_stop_after_a_change_grows_the_file_the_start_mapped(
     assert all(grown[k] != before[k] and grown[k].stat().st_ino == inodes[k] for k in KINDS)
     added = {k: len(np.load(grown[k], mmap_mode="r")) - rows[k] for k in KINDS}
     assert added == {"nodes": len(new_keys), "triples": 2}  # the new document's; paris's stay
+    # The table's files grew likewise, where the start read them (``kg.table_file``).
+    assert all(vector_file(saved.folder, k).stat().st_ino == strings[k] for k in strings)
     change(reference)
     again = opened(saved.folder, embed_fn)
     assert_same_snapshot(again.snapshot, reference.snapshot)
@@ -123,18 +130,19 @@ def test_rows_no_edge_reads_past_the_share_go_with_a_new_file(
     assert_same_snapshot(opened(saved.folder, embed_fn).snapshot, reference.snapshot)
 
 
-@pytest.mark.parametrize("fault", ["nodes", "triples", "snapshot"])
+@pytest.mark.parametrize("fault", ["strings", "string-ends", "nodes", "triples", "snapshot"])
 def test_a_save_that_fails_after_the_file_grew_leaves_no_snapshot(
     saved: KnowledgeGraph,  # noqa: F811
     embed_fn: EmbedFn,
     monkeypatch: pytest.MonkeyPatch,
     fault: str,
 ) -> None:
-    """Faults injected: the disk fills while the new rows are appended to the entities'
-    file (the first grown) or the triples' (after the entities' grew), or when
-    ``snapshot.npz`` is written after both grew. No snapshot and no vector file is left
-    (a file grown but named by none would only be a stray); the next start builds from
-    the rows the graph that was never closed."""
+    """Faults injected: the disk fills while the strings a change added are appended to
+    the table's text (the first file grown) or to its ends (after the text grew), while
+    the new rows are appended to the entities' file or the triples' (after the
+    entities' grew), or when ``snapshot.npz`` is written after all grew. No snapshot and
+    no vector file is left (a file grown but named by none would only be a stray); the
+    next start builds from the rows the graph that was never closed."""
     reference = closed_with_a_copy(saved, embed_fn)
     graph = opened(saved.folder, embed_fn)
     change(graph)
@@ -150,6 +158,17 @@ def test_a_save_that_fails_after_the_file_grew_leaves_no_snapshot(
             return grow(matrix, to, part if to.name.endswith(f"-{fault}.npy") else write)
 
         monkeypatch.setattr(kg.saved_vectors, "grow_file", filling)
+    elif fault in TABLE_KINDS:
+        grow_table = kg.table_file.grow
+
+        def filling_table(path: Path, rows: int, to: Path, write: Any) -> bool:
+            def part(out: Any) -> None:
+                out.write(b"\0" * 10)
+                raise full
+
+            return grow_table(path, rows, to, part if to.name.endswith(f"-{fault}.npy") else write)
+
+        monkeypatch.setattr(kg.table_file, "grow", filling_table)
     else:
         real = kg.snapshot_file.atomic_write
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import kg.graph_file
 import kg.saved_vectors
 import kg.snapshot_file
 import kg.store
+import kg.table_file
 from kg import EmbedFn, KnowledgeGraph
 from kg.edge_lists import ChunkIndex
 from kg.file_matrix import FileMatrix
@@ -276,17 +278,36 @@ def test_a_snapshot_whose_string_indexes_are_out_of_range_is_ignored(
     assert_built_from_the_rows(saved, embed_fn, caplog, monkeypatch, "not in the snapshot's table")
 
 
+#: The files beside ``snapshot.npz`` of a graph too small for codes: its vectors, and its
+#: table of strings (``kg.table_file``).
+SNAPSHOT_FILES = ("nodes.npy", "triples.npy", "strings.npy", "string-ends.npy")
+
 #: The saved entity codes' arrays of a row each (``kg.saved_codes``).
 CODE_ROWS = ("lead", "lead_unit", "rest", "rest_unit", "rest_norm", "cell")
 
 
-def as_format_5(folder: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The saved snapshot's meta and arrays as format 5 saved them: the entities' vector
-    file (rewritten here) and codes (moved into the arrays) in node order, no
-    ``node_rows``."""
+def as_format_6(folder: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The saved snapshot's meta and arrays as format 6 saved them: the table of strings
+    (its files removed here) and each edge's text in the JSON."""
     with np.load(folder / FILE) as held:
         arrays = {name: held[name] for name in held.files}
     meta = json.loads(arrays.pop("meta").tobytes())
+    count, size = meta.pop("table")
+    path_of = partial(kg.snapshot_file._file_path, folder)
+    nones = tuple(arrays.pop("string_nones").tolist())
+    table = kg.table_file.read(path_of, kg.table_file.SavedTable(meta["id"], count, size, nones))
+    for kind in (kg.table_file.TEXT, kg.table_file.ENDS):
+        path_of(meta["id"], kind).unlink()
+    meta["edge_text"] = [table[i] for i in arrays.pop("edge_text_strings").tolist()]
+    meta["strings"] = table
+    meta["format"] = 6
+    return meta, arrays
+
+
+def as_format_5(folder: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """As format 5 saved them: format 6's, with the entities' vector file (rewritten
+    here) and codes (moved into the arrays) in node order, no ``node_rows``."""
+    meta, arrays = as_format_6(folder)
     node_rows = arrays.pop("node_rows")
     assert not np.array_equal(node_rows, np.arange(len(node_rows)))  # not node order yet
     nodes = folder / VECTOR_FILE.format(id=meta["id"], kind="nodes")
@@ -306,7 +327,8 @@ def as_format_4(folder: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     meta, arrays = as_format_5(folder)
     table = meta.pop("strings")
     for name in INDEXED_LISTS:
-        meta[name] = [table[i] for i in arrays.pop(f"{name}_strings").tolist()]
+        if name != "edge_text":  # in the JSON already
+            meta[name] = [table[i] for i in arrays.pop(f"{name}_strings").tolist()]
     meta["format"] = 4
     return meta, {k: v for k, v in arrays.items() if not k.startswith("entity_codes_")}
 
@@ -316,17 +338,17 @@ def write_snapshot(folder: Path, meta: dict[str, Any], arrays: dict[str, Any]) -
         np.savez(out, meta=np.frombuffer(json.dumps(meta).encode(), np.uint8), **arrays)
 
 
-@pytest.mark.parametrize("older", [as_format_5, as_format_4])
+@pytest.mark.parametrize("older", [as_format_6, as_format_5, as_format_4])
 def test_a_snapshot_of_an_older_format_is_read_and_saved_again_as_the_current_one(
     saved: KnowledgeGraph,  # noqa: F811
     embed_fn: EmbedFn,
     monkeypatch: pytest.MonkeyPatch,
     older: Callable[[Path], tuple[dict[str, Any], dict[str, Any]]],
 ) -> None:
-    """A folder from before format 6 (the entities' vectors in node order, without
-    ``node_rows``) or before format 5 (also each list's strings in the JSON, no codes)
-    starts from its snapshot, not from the rows, and its stop saves the current
-    format."""
+    """A folder from before format 7 (the table of strings in the JSON), before format 6
+    (also the entities' vectors in node order, without ``node_rows``) or before format 5
+    (also each list's strings in the JSON, no codes) starts from its snapshot, not from
+    the rows, and its stop saves the current format."""
     saved.close()
     write_snapshot(saved.folder, *older(saved.folder))
     reads, saves = rows_read(monkeypatch), saves_made(monkeypatch)
@@ -376,7 +398,7 @@ def test_a_start_maps_the_vectors_and_changes_write_past_them(
     monkeypatch.setattr(kg.saved_vectors, "_BLOCK_ROWS", 3)
     saved.close()
     files = sorted(saved.folder.glob(VECTOR_FILE.format(id="*", kind="*")))
-    assert [p.name.rsplit("-", 1)[1] for p in files] == ["nodes.npy", "triples.npy"]
+    assert sorted(p.name.split("-", 2)[2] for p in files) == sorted(SNAPSHOT_FILES)
     coded = codes_made(monkeypatch)
     again = KnowledgeGraph(saved.folder, embed_fn)
     snap = again.snapshot
@@ -415,30 +437,34 @@ def test_a_selection_after_a_start_maps_no_page_of_the_vector_files(
     question = "Where was Marie Curie born?"
     triples = SubgraphSelector(again).select(question, embed_fn([question])[0])
     assert triples  # it read entity and triple rows
-    files = sorted(saved.folder.glob(VECTOR_FILE.format(id="*", kind="*")))
+    files = [p for kind in ("nodes", "triples") for p in saved.folder.glob(f"*-{kind}.npy")]
     assert len(files) == 2 and [mapped_kib(path) for path in files] == [0, 0]
     assert triples == SubgraphSelector(saved).select(question, embed_fn([question])[0])
 
 
+@pytest.mark.parametrize("kind", ["nodes", "strings", "string-ends"])
 @pytest.mark.parametrize("damage", ["missing", "truncated", "other-size"])
 def test_vector_files_that_do_not_match_their_snapshot_are_ignored(
     saved: KnowledgeGraph,  # noqa: F811
     embed_fn: EmbedFn,
     caplog: pytest.LogCaptureFixture,
     damage: str,
+    kind: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A crash between the vector files and ``snapshot.npz`` leaves the snapshot absent
-    (it is renamed into place last); a vector file lost or damaged afterwards makes the
-    start build from the rows, with a warning, never read vectors that do not fit."""
+    (it is renamed into place last); a file of its vectors, or of its table of strings,
+    lost or damaged afterwards makes the start build from the rows, with a warning,
+    never read vectors or strings that do not fit."""
     saved.close()
-    nodes = next(saved.folder.glob(VECTOR_FILE.format(id="*", kind="nodes")))
+    path = next(saved.folder.glob(VECTOR_FILE.format(id="*", kind=kind)))
     if damage == "missing":
-        nodes.unlink()
+        path.unlink()
     elif damage == "truncated":
-        nodes.write_bytes(nodes.read_bytes()[:100])
+        path.write_bytes(path.read_bytes()[:100])
     else:
-        np.save(nodes, np.zeros((1, 8), np.float32))
+        held = np.load(path)
+        np.save(path, np.zeros((1, 8), np.float32) if kind == "nodes" else held[:-1])
     assert_built_from_the_rows(saved, embed_fn, caplog, monkeypatch, "ignoring the saved")
 
 
@@ -467,7 +493,7 @@ def test_a_save_cut_short_leaves_no_snapshot_and_no_stray_files(
     np.save(stray, np.zeros((2, 4), np.float32))  # a save a crash cut short
     again.close()
     assert (saved.folder / FILE).exists() and not stray.exists()
-    assert len(list(saved.folder.glob(VECTOR_FILE.format(id="*", kind="*")))) == 2
+    assert len(list(saved.folder.glob(VECTOR_FILE.format(id="*", kind="*")))) == len(SNAPSHOT_FILES)
 
 
 def test_a_start_after_a_crash_moves_the_vectors_it_read_into_mapped_files(

@@ -17,6 +17,7 @@ from kg.row_matrix import RowMatrix
 from kg.saved_vectors import write_gathered
 from tests.kg.kg_testdata import supplied
 from tests.kg.test_kg_load import assert_same_snapshot, saved  # noqa: F401  (the fixture)
+from tests.kg.test_snapshot_file import SNAPSHOT_FILES
 
 DIM = 8
 
@@ -113,7 +114,7 @@ def test_a_stop_after_a_start_and_a_change_grows_the_mapped_files(
     ``tests/kg/test_grown_vectors.py``), and the next start reads back the graph that
     was never closed."""
     saved.close()
-    mapped = {p.name.rsplit("-", 1)[1]: p.stat().st_ino for p in vector_files(saved.folder)}
+    mapped = {p.name.split("-", 2)[2]: p.stat().st_ino for p in vector_files(saved.folder)}
     again = KnowledgeGraph(saved.folder, embed_fn)
     again.replace_documents({"new": supplied("new", ("Lyon", "lies on", "Rhone"))})
     saved.replace_documents({"new": supplied("new", ("Lyon", "lies on", "Rhone"))})
@@ -121,8 +122,8 @@ def test_a_stop_after_a_start_and_a_change_grows_the_mapped_files(
     copies = kernel_copies(monkeypatch)
     again.close()
     assert copies == []
-    grown = {p.name.rsplit("-", 1)[1]: p.stat().st_ino for p in vector_files(saved.folder)}
-    assert grown == mapped and set(grown) == {"nodes.npy", "triples.npy"}
+    grown = {p.name.split("-", 2)[2]: p.stat().st_ino for p in vector_files(saved.folder)}
+    assert grown == mapped and set(grown) == set(SNAPSHOT_FILES)  # the table's files too
     assert_same_snapshot(KnowledgeGraph(saved.folder, embed_fn).snapshot, saved.snapshot)
 
 
