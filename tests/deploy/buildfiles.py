@@ -167,7 +167,8 @@ _FLAGS = {"--no-deps", "--no-build-isolation", "--upgrade", "-U"}
 
 
 def pip_steps(command: str) -> list[PipStep]:
-    """Each ``python -m pip install|uninstall ...`` in a shell command line."""
+    """Each ``python -m pip install|uninstall ...`` or ``uv pip install ...`` in a shell
+    command line (uv's ``--python`` names the venv, not what it installs)."""
     steps = []
     for part in re.split(r"&&|;", command):
         words = shlex.split(part)
@@ -190,6 +191,8 @@ def pip_steps(command: str) -> list[PipStep]:
             elif word == "--index-url":
                 index_url = rest[i + 1]
                 i += 1
+            elif word == "--python":
+                i += 1
             elif word in ("-e", "--editable"):
                 pass  # the image installs warmrag itself, the Makefile an editable link
             elif word in _FLAGS:
@@ -209,6 +212,6 @@ def makefile_install_steps(text: str) -> list[PipStep]:
     for line in lines[start + 1 :]:
         if not line.startswith("\t"):
             break
-        if "-m pip" in line:
+        if re.search(r"(-m|\$\(UV\)) pip ", line):
             steps.extend(pip_steps(line.replace("$(PY)", "python")))
     return steps

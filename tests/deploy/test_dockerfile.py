@@ -141,10 +141,11 @@ def make_steps() -> list[PipStep]:
 
 
 def test_makefile_recipe_is_read(make_steps: list[PipStep]) -> None:
-    """The reference itself: torch first, then both locks, then warmrag, then removals."""
+    """The reference itself: torch first, then uv, both locks, warmrag, and removals."""
     assert [str(s) for s in make_steps] == [
         "pip install --upgrade pip",
         "pip install torch==2.13.0",
+        "pip install uv==0.13.8",
         "pip install --no-deps -r requirements.lock",
         "pip install --no-deps -r requirements-cpu.lock",
         "pip install --no-build-isolation --no-deps .",
@@ -179,7 +180,7 @@ def test_install_steps_match_the_makefile(
         ("torchcodec triton", "torchcodec", "service", "uninstalls"),
         ("torchcodec triton", "torchcodec", "cpu", "uninstalls"),
         (
-            "RUN python -m pip install --no-deps -r requirements-cpu.lock\n",
+            "RUN uv pip install --no-deps -r requirements-cpu.lock\n",
             "",
             "cpu",
             "the Makefile ['pip install --upgrade pip'",
@@ -199,7 +200,7 @@ def test_install_step_check_notices_locks_before_torch(
     dockerfile_text: str, make_steps: list[PipStep]
 ) -> None:
     torch = 'RUN python -m pip install --index-url "${TORCH_INDEX_URL}" torch==2.13.0\n'
-    lock = "COPY requirements.lock ./\nRUN python -m pip install --no-deps -r requirements.lock\n"
+    lock = "COPY requirements.lock ./\nRUN uv pip install --no-deps -r requirements.lock\n"
     assert torch in dockerfile_text and lock in dockerfile_text
     swapped = dockerfile_text.replace(torch, "").replace(lock, lock + torch)
     problems = install_step_problems(
