@@ -101,7 +101,7 @@ class Vectors:
 VectorSink = Callable[[str, int, Iterator[tuple[list[str], np.ndarray]]], Vectors]
 """Takes a kind's vectors as the graph's file reads them (the kind, their count, blocks of
 keys and rows in the table's order) and returns them as ``Vectors``: ``in_memory``, or files
-(``kg.snapshot_file.file_sink``)."""
+(``kg.row_files.file_sink``)."""
 
 
 @dataclass

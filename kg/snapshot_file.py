@@ -17,7 +17,7 @@ It is never stale: every write to the graph's file removes it first (``discard``
 it exists only while the file is as it was when the snapshot was saved. A crash at any
 point leaves it either whole and current, or absent (written beside and renamed into
 place, the vector files first, ``snapshot.npz`` last); absent, or unreadable, a start
-builds from the rows as before.
+builds from the rows as before (``kg.row_files``).
 
 The vector files a write leaves (named by no snapshot once it is removed) stay until the
 next save: those the start mapped then grow by the rows written since instead of being
@@ -31,23 +31,21 @@ strings as indexes into the table.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import uuid
 from collections.abc import Iterator
 from dataclasses import fields
 from functools import partial
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 
 from durable import TEMP_SUFFIX, atomic_write
 from kg import axes_file, saved_codes, table_file
 from kg.edge_lists import ChunkIndex
-from kg.embeddings import EmbeddingTable
 from kg.file_matrix import FileMatrix
-from kg.graph_file import GRAPH_DB_FILE, NODE, TRIPLE, GraphFile, GraphRows, Vectors, VectorSink
+from kg.graph_file import GRAPH_DB_FILE, Vectors
 from kg.index import EDGE_LISTS, INDEXED_LISTS, GraphSnapshot
 from kg.int8_rows import Int8Rows
 from kg.lead_rows import Codes, LeadRows, fit_rotation
@@ -55,7 +53,7 @@ from kg.npz_file import JsonBytes, NpyWriter, read_json, write_npz
 from kg.numbering import INDEX
 from kg.rotation import Rotation
 from kg.saved_strings import StringIndexes
-from kg.saved_vectors import VECTOR_FILE, FileRows, write_gathered, write_vectors
+from kg.saved_vectors import VECTOR_FILE, FileRows, write_vectors
 from kg.vector_rows import VectorRows
 
 log = logging.getLogger(__name__)
@@ -72,7 +70,6 @@ _JSON_TABLE = 6
 _NODE_ORDER = 5
 _OLDER = 4
 _GRAPH_FILES = (GRAPH_DB_FILE, f"{GRAPH_DB_FILE}-wal")
-_KINDS = {NODE: "nodes", TRIPLE: "triples"}  # the graph file's kinds, as files name them
 _ARRAYS = (
     "edge_subject",
     "edge_object",
@@ -105,10 +102,11 @@ def remove(folder: Path) -> None:
     the folder once it has read the rows (nothing may map the files: a benchmark's folder
     made to start as after a crash)."""
     discard(folder)
-    _remove_vector_files(folder, keep=None)
+    remove_vector_files(folder, keep=None)
 
 
-def _remove_vector_files(folder: Path, keep: str | None) -> None:
+def remove_vector_files(folder: Path, keep: str | None) -> None:
+    """Remove the vector files in ``folder`` but those of snapshot ``keep`` (None: all)."""
     for path in folder.glob(VECTOR_FILE.format(id="*", kind="*")):
         if keep is None or not path.name.startswith(f"snapshot-{keep}-"):
             path.unlink(missing_ok=True)
@@ -160,15 +158,15 @@ def save(folder: Path, snapshot: GraphSnapshot, versions: dict[str, str]) -> Non
             grown_from=nodes.grown_from,
         )
     except BaseException:
-        _remove_vector_files(folder, keep=None)
+        remove_vector_files(folder, keep=None)
         raise
     entries = _entries(folder, snapshot, versions, strings, table, nodes.item_rows, edges, codes)
     try:
         atomic_write(folder / FILE, partial(write_npz, entries))
     except BaseException:
-        _remove_vector_files(folder, keep=None)
+        remove_vector_files(folder, keep=None)
         raise
-    _remove_vector_files(folder, keep=snapshot_id)
+    remove_vector_files(folder, keep=snapshot_id)
 
 
 def _entries(
@@ -202,78 +200,6 @@ def _entries(
     yield from codes.items()
 
 
-def map_tables(
-    folder: Path, nodes: EmbeddingTable, triples: EmbeddingTable
-) -> tuple[EmbeddingTable, EmbeddingTable] | None:
-    """Tables with the same keys and vectors, their matrices written to vector files and
-    mapped back: a start after a crash read the vectors into memory, and this moves them
-    out of it. The files belong to no snapshot (the next write or save removes them;
-    mapped, they stay readable). None, with a warning, where they cannot be written."""
-    snapshot_id = uuid.uuid4().hex[:16]
-    mapped = []
-    try:
-        for kind, table in (("nodes", nodes), ("triples", triples)):
-            keys = table.keys()
-            rows = table.rows_for(keys)
-            path = folder / VECTOR_FILE.format(id=snapshot_id, kind=kind)
-            atomic_write(path, partial(write_gathered, table.matrix, rows))
-            matrix = _mapped(folder, snapshot_id, kind)
-            codes = table.matrix.codes_of(rows)  # the same rows: not coded again
-            mapped.append(
-                EmbeddingTable.adopt(keys, matrix, quantized=table.quantized, codes=codes)
-            )
-    except (OSError, ValueError) as exc:
-        _remove_vector_files(folder, keep=None)
-        log.warning("knowledge graph: the vectors stay in memory: %s", exc)
-        return None
-    return mapped[0], mapped[1]
-
-
-def read_rows(
-    graph_file: GraphFile, folder: Path, legacy: Any = None, to_files: bool = True
-) -> GraphRows:
-    """Every row of ``graph_file``, its vectors written to vector files of no snapshot
-    and mapped (``file_sink``): a start after a crash once held them all in memory
-    until its first change (8.2 GB at 1,000,000 chunks). Where the disk refuses
-    the files, or not ``to_files`` (a graph that writes nothing), into memory (the
-    first with a warning; ``map_tables`` tries again later)."""
-    if not to_files:
-        return graph_file.read(legacy=legacy)
-    _remove_vector_files(folder, keep=None)  # no snapshot is read: any are strays
-    try:
-        return graph_file.read(legacy=legacy, sink=file_sink(folder))
-    except (OSError, ValueError) as exc:
-        _remove_vector_files(folder, keep=None)
-        log.warning("knowledge graph: reading the vectors into memory: %s", exc)
-        return graph_file.read(legacy=legacy)
-
-
-def file_sink(folder: Path) -> VectorSink:
-    """A ``VectorSink`` that writes each kind's vectors to a vector file of its own
-    (named for no snapshot: the next write or save removes it; mapped, it stays
-    readable) a block at a time, and maps it."""
-    file_id = uuid.uuid4().hex[:16]
-
-    def write(kind: str, count: int, blocks: Iterator[tuple[list[str], np.ndarray]]) -> Vectors:
-        keys: list[str] = []
-        first_keys, first = next(blocks)
-        path = folder / VECTOR_FILE.format(id=file_id, kind=_KINDS[kind])
-
-        def body(out: IO[bytes]) -> None:
-            header = {"descr": "<f4", "fortran_order": False, "shape": (count, first.shape[1])}
-            np.lib.format.write_array_header_1_0(out, header)
-            for block_keys, block in itertools.chain([(first_keys, first)], blocks):
-                out.write(block.astype("<f4", copy=False).tobytes())
-                keys.extend(block_keys)
-            if len(keys) != count:
-                raise ValueError(f"{len(keys)} {kind} vectors read, {count} counted")
-
-        atomic_write(path, body)
-        return Vectors(keys, FileMatrix.open(path))
-
-    return write
-
-
 def load(
     folder: Path, axes: Rotation | None = None
 ) -> tuple[GraphSnapshot, dict[str, str], bool] | None:
@@ -302,7 +228,7 @@ def load(
             arrays = {name: saved[name] for name in _ARRAYS}
             edge_rows = saved["edge_rows"]
             strings = _saved_strings(folder, meta, saved)
-            nodes = _mapped(folder, meta["id"], "nodes")
+            nodes = mapped(folder, meta["id"], "nodes")
             node_rows = (
                 saved["node_rows"] if meta["format"] >= _JSON_TABLE else np.arange(len(nodes))
             )
@@ -316,7 +242,7 @@ def load(
         if codes is None:
             codes = Int8Rows.of(nodes) if rotation is None else LeadRows.of(nodes, rotation)
         node_vectors = VectorRows.stacked(nodes, codes, node_rows.astype(INDEX))
-        edge_vectors = VectorRows(_mapped(folder, meta["id"], "triples"), edge_rows)
+        edge_vectors = VectorRows(mapped(folder, meta["id"], "triples"), edge_rows)
         if len(node_vectors) != len(strings.indexes["node_keys"]) or any(
             rows.size and (int(rows.max()) >= len(vectors.matrix) or int(rows.min()) < 0)
             for rows, vectors in ((node_rows, node_vectors), (edge_rows, edge_vectors))
@@ -401,7 +327,7 @@ def _file_path(folder: Path, snapshot_id: str, kind: str) -> Path:
     return folder / VECTOR_FILE.format(id=snapshot_id, kind=kind)
 
 
-def _mapped(folder: Path, snapshot_id: str, kind: str) -> FileMatrix:
+def mapped(folder: Path, snapshot_id: str, kind: str) -> FileMatrix:
     """A vector file of the snapshot, mapped read-only (float32 rows); the rows a query
     asks for are read from the file, not through the mapping (``kg.file_matrix``)."""
     return FileMatrix.open(folder / VECTOR_FILE.format(id=snapshot_id, kind=kind))

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kg import axes_file, heap, snapshot_file
+from kg import axes_file, heap, row_files, snapshot_file
 from kg.edits import keyed_triples, plan
 from kg.embeddings import EmbeddingTable, EmbedFn, embed_checked
 from kg.graph_file import (
@@ -332,7 +332,7 @@ class KnowledgeGraph:
     def _read(self) -> None:
         """Build the snapshot from every row of the file (a start after a crash, or a
         file changed since the snapshot was saved), the tables from its vectors."""
-        rows = snapshot_file.read_rows(self._file, self._folder, read_legacy_folder, self._autosave)
+        rows = row_files.read_rows(self._file, self._folder, read_legacy_folder, self._autosave)
         self._versions = dict(rows.versions)
         self._adopt(rows.node_vectors, rows.triple_vectors)
         names = node_names(rows)
@@ -404,9 +404,7 @@ class KnowledgeGraph:
                 self._read()
             self._unread = False
         if self._vectors_to_map():  # out of the process's memory
-            tables = snapshot_file.map_tables(
-                self._folder, self._node_vectors, self._triple_vectors
-            )
+            tables = row_files.map_tables(self._folder, self._node_vectors, self._triple_vectors)
             if tables is not None:  # else they stay (logged)
                 self._node_vectors, self._triple_vectors = tables
                 self._spill_tables()

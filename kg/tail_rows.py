@@ -7,7 +7,7 @@ its next start: a graph fed its documents live to 1,000,000 chunks would hold it
 3.2 million triples' and 2.1 million entities' vectors there, 8 GB in float32 (a probe of
 the entities' table alone, grown to 2.1 million rows: a peak of 6,627 MiB against 4,993
 MiB for the same table adopted). Here the rows go to the file a block at a time, as a
-start after a crash streams them (``kg.snapshot_file.read_rows``), and are read back the
+start after a crash streams them (``kg.row_files.read_rows``), and are read back the
 same way; what stays in memory is the last block, and the int8 codes a question's scan
 reads (the table's, not here).
 

@@ -31,5 +31,5 @@ def test_a_small_graph_is_loaded_prepared_and_changed_in_a_child() -> None:
 def test_after_a_crash_the_load_reads_the_rows_and_streams_the_vectors_to_files() -> None:
     measured = run(chunks=100, changes=1, queries=2, after_crash=True)
     assert not measured.from_snapshot and measured.entities > 0
-    assert measured.mapped_at_load  # kg.snapshot_file.read_rows
+    assert measured.mapped_at_load  # kg.row_files.read_rows
     assert measured.select_file_p50_ms > 0

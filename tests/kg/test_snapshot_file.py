@@ -16,13 +16,13 @@ import pytest
 
 import kg.axes_file
 import kg.graph_file
+import kg.row_files
 import kg.saved_vectors
 import kg.snapshot_file
 import kg.store
 import kg.table_file
 from kg import EmbedFn, KnowledgeGraph
 from kg.edge_lists import ChunkIndex
-from kg.file_matrix import FileMatrix
 from kg.graph_file import GraphFile, GraphRows
 from kg.index import INDEXED_LISTS
 from kg.int8_rows import Int8Rows
@@ -496,57 +496,6 @@ def test_a_save_cut_short_leaves_no_snapshot_and_no_stray_files(
     assert len(list(saved.folder.glob(VECTOR_FILE.format(id="*", kind="*")))) == len(SNAPSHOT_FILES)
 
 
-def test_a_start_after_a_crash_moves_the_vectors_it_read_into_mapped_files(
-    saved: KnowledgeGraph,  # noqa: F811
-    embed_fn: EmbedFn,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """No snapshot to read back: the start reads the vectors into memory, and once the
-    graph is prepared for changes they move to vector files mapped back, the snapshot unchanged;
-    the entities' codes move with them, not made a second time."""
-    coded = codes_made(monkeypatch)
-    crashed = KnowledgeGraph(saved.folder, embed_fn)  # never closed: no snapshot saved
-    assert not (saved.folder / FILE).exists()
-    assert crashed.wait_prepared(timeout=30)
-    for vectors in (crashed.snapshot.node_vectors, crashed.snapshot.edge_vectors):
-        assert isinstance(vectors.matrix.base, np.memmap) and not len(vectors.matrix.tail)
-    assert_coded(crashed)
-    assert coded == [len(crashed.snapshot.node_keys)]
-    assert len(list(saved.folder.glob(VECTOR_FILE.format(id="*", kind="*")))) == 2
-    assert_same_snapshot(crashed.snapshot, saved.snapshot)
-    for graph in (crashed, saved):
-        graph.replace_documents({"new": supplied("new", ("Lyon", "lies on", "Rhone"))})
-    assert_same_snapshot(crashed.snapshot, saved.snapshot)
-    assert not (saved.folder / FILE).exists()  # the write; the mapped files stay
-    assert len(list(saved.folder.glob(VECTOR_FILE.format(id="*", kind="*")))) == 2
-    crashed.close()
-    assert_same_snapshot(KnowledgeGraph(saved.folder, embed_fn).snapshot, saved.snapshot)
-
-
-def test_a_start_after_a_crash_streams_the_vectors_into_mapped_files(
-    saved: KnowledgeGraph,  # noqa: F811
-    embed_fn: EmbedFn,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The vectors go from the graph's file to vector files a block at a time, never
-    all in memory (8.2 GB at 1M chunks), before anything else is built; strays an
-    earlier start left (no snapshot names them) are removed first."""
-    stray = saved.folder / VECTOR_FILE.format(id="0123456789abcdef", kind="triples")
-    np.save(stray, np.zeros((2, 4), np.float32))
-    in_memory: list[str] = []
-    monkeypatch.setattr(kg.graph_file, "in_memory", lambda kind, *_: in_memory.append(kind))
-    monkeypatch.setattr(kg.graph_file, "_VECTOR_BLOCK_ROWS", 3)
-    crashed = KnowledgeGraph(saved.folder, embed_fn, load=False)
-    crashed.load(prepare=False)
-    assert in_memory == [] and not stray.exists()
-    files = sorted(saved.folder.glob(VECTOR_FILE.format(id="*", kind="*")))
-    assert [p.name.rsplit("-", 1)[1] for p in files] == ["nodes.npy", "triples.npy"]
-    for vectors in (crashed.snapshot.node_vectors, crashed.snapshot.edge_vectors):
-        assert isinstance(vectors.matrix.base, FileMatrix) and vectors.matrix.base.reads_file
-    assert_same_snapshot(crashed.snapshot, saved.snapshot)
-    assert_coded(crashed)
-
-
 @pytest.mark.parametrize("stop", ["clean", "crash"])
 def test_a_start_keeps_one_string_for_each_text_and_entity_key(
     saved: KnowledgeGraph,  # noqa: F811
@@ -566,35 +515,6 @@ def test_a_start_keeps_one_string_for_each_text_and_entity_key(
     assert snap.edge_text and all(id(text) in held["texts"] for text in snap.edge_text)
     assert snap.node_keys and all(id(key) in held["keys"] for key in snap.node_keys)
     assert_same_snapshot(snap, saved.snapshot)
-
-
-def test_vectors_that_cannot_be_written_out_stay_in_memory(
-    saved: KnowledgeGraph,  # noqa: F811
-    embed_fn: EmbedFn,
-    caplog: pytest.LogCaptureFixture,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A full disk after a crash's start: the vectors stay where the start read them,
-    with a warning, and no partial vector file is left; later changes do not try again
-    (each would write every vector)."""
-
-    def full(path: Path, write: Any) -> None:
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(kg.snapshot_file, "atomic_write", full)
-    with caplog.at_level(logging.WARNING, logger="kg.snapshot_file"):
-        crashed = KnowledgeGraph(saved.folder, embed_fn, load=False)
-        crashed.load(prepare=False)
-        crashed.remove_documents(["paris"])  # prepares the graph for changes, in this thread
-        crashed.remove_documents(["curie"])
-    assert "reading the vectors into memory" in caplog.text
-    assert caplog.text.count("the vectors stay in memory") == 1
-    assert not isinstance(crashed.snapshot.node_vectors.matrix.tail, np.memmap)
-    assert_coded(crashed)
-    assert not list(saved.folder.glob(VECTOR_FILE.format(id="*", kind="*")))
-    saved.remove_documents(["paris"])
-    saved.remove_documents(["curie"])
-    assert_same_snapshot(crashed.snapshot, saved.snapshot)
 
 
 def test_a_save_that_fails_while_writing_its_arrays_leaves_nothing(
