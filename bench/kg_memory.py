@@ -39,7 +39,7 @@ import numpy as np
 from bench.kg_subgraph import RandomEmbedder, make_questions
 from bench.paths import REPO, bench_dir
 from bench.scale_folder import build_graph
-from bench.scale_startup import rss_mib
+from bench.service_start import rss_mib
 from kg import KnowledgeGraph, SubgraphSelector, Triple, snapshot_file
 from kg.embeddings import normalize_rows
 from kg.file_matrix import FileMatrix

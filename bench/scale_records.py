@@ -113,7 +113,7 @@ class StartUpRow(Record):
     questions_rss_mib: int = 0
     questions_anon_mib: int = 0
     questions_index_rss_mib: int = 0
-    #: Then retrievals one every ``bench.scale_startup.PACE_S``, as a chat service's
+    #: Then retrievals one every ``bench.service_start.PACE_S``, as a chat service's
     #: questions come, not back to back. Records before them: 0.
     paced: int = 0
     paced_p50_ms: float = 0.0

@@ -185,7 +185,7 @@ def test_a_start_logs_once_that_the_graph_is_ready_for_changes(
     stop: str,
 ) -> None:
     """Whether a start left work for the first change (after a clean stop) or none
-    (after a crash): ``bench.scale_startup`` waits for this line after that change."""
+    (after a crash): ``bench.service_start`` waits for this line after that change."""
     if stop == "clean":
         saved.close()
     with caplog.at_level(logging.INFO, logger="kg.store"):
