@@ -8,10 +8,10 @@ swaps its edges, removing one drops its edges and then any node left without edg
 ``kg.graph_file`` persists it: each change writes only the rows it touches, in one SQLite
 transaction, with the versions of the documents it reflects. In memory the graph is one
 read-only ``GraphSnapshot`` (``kg.index``), which each change replaces (planned from it by
-``kg.edits``), and the embedding tables its vectors come from. A start builds the snapshot
-from the file's rows, or reads it back from ``kg.snapshot_file`` after a clean close (its
-vectors mapped from their files rather than read); then the tables take its vectors
-(``load``).
+``kg.edits``), and the embedding tables its vectors come from (``kg.graph_tables``). A
+start builds the snapshot from the file's rows, or reads it back from ``kg.snapshot_file``
+after a clean close (its vectors mapped from their files rather than read); then the
+tables take its vectors (``load``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import numpy as np
 
 from kg import axes_file, heap, row_files, snapshot_file
 from kg.edits import keyed_triples, plan
-from kg.embeddings import EmbeddingTable, EmbedFn, embed_checked
+from kg.embeddings import EmbedFn
 from kg.graph_file import (
     GRAPH_DB_FILE,
     GraphChange,
@@ -35,11 +35,11 @@ from kg.graph_file import (
     Vectors,
     node_names,
 )
+from kg.graph_tables import GraphTables
 from kg.index import GraphSnapshot
 from kg.legacy import read_legacy_folder
 from kg.models import EntityInfo, Neighbourhood, Triple
 from kg.normalize import EntityNormalizer, default_normalizer
-from kg.rotation import Rotation
 from kg.views import around, document_triples, search_entities, stored_rows
 
 log = logging.getLogger(__name__)
@@ -67,14 +67,10 @@ class KnowledgeGraph:
         self._normalizer = normalizer
         self._autosave = autosave
         self._lock = threading.RLock()
-        self._node_vectors = EmbeddingTable(quantized=True)  # a question scans every row
-        self._triple_vectors = EmbeddingTable()
-        self._spill_tables()
-        self._axes: Rotation | None = None  # the entity codes' rotation kept in the folder
+        self._tables = GraphTables(self._folder, files=autosave)
         self._snapshot = GraphSnapshot()
         self._versions: dict[str, str] = {}
         self._unread = False  # the snapshot was read back: the tables are yet to take it
-        self._vectors_read = False  # a start read the vectors into memory (not mapped)
         self._behind = False  # a write failed: the file is behind memory until ``save``
         # What the snapshot read at the start depended on then (None: none was read, or it
         # is no longer what memory holds): ``close`` keeps it where that is unchanged.
@@ -173,7 +169,9 @@ class KnowledgeGraph:
             self._mutable()
             edit = plan(self._snapshot, prepared)
             rows = edit.change.edges
-            added_nodes, added_texts = self._embed_missing(
+            tables = self._tables
+            added_nodes, added_texts = tables.embed_missing(
+                self._embed,
                 [
                     (key, name)
                     for r in rows
@@ -182,16 +180,16 @@ class KnowledgeGraph:
                 [r.text for r in rows],
             )
             removed_nodes = set(edit.change.removed_nodes)
-            self._node_vectors.discard(removed_nodes)
-            self._triple_vectors.discard(edit.released)
+            tables.nodes.discard(removed_nodes)
+            tables.triples.discard(edit.released)
             filed = {**self._versions, **versions}  # None: the document's version removed
             self._versions = {doc_id: v for doc_id, v in filed.items() if v is not None}
-            snapshot = self._snapshot.apply(edit.change, self._node_vectors, self._triple_vectors)
+            snapshot = self._snapshot.apply(edit.change, tables.nodes, tables.triples)
             snapshot.node_vectors.prepare()  # here, not in the first question after it
             self._snapshot = snapshot
-            new_texts = [t for t in added_texts if t in self._triple_vectors]
-            new_facts = self._triple_vectors.gather(new_texts)
-            self._keep_axes()
+            new_texts = [t for t in added_texts if t in tables.triples]
+            new_facts = tables.triples.gather(new_texts)
+            tables.keep_axes(snapshot)
             # After the swap: a failed write leaves memory consistent, and the file at the
             # last change, with the versions it had (a restart's sync repairs from those).
             try:
@@ -203,8 +201,8 @@ class KnowledgeGraph:
                             edges=list(rows),
                             nodes=dict(edit.change.names),
                             removed_nodes=removed_nodes,
-                            node_vectors=Vectors.of(self._node_vectors, added_nodes),
-                            triple_vectors=Vectors.of(self._triple_vectors, added_texts),
+                            node_vectors=Vectors.of(tables.nodes, added_nodes),
+                            triple_vectors=Vectors.of(tables.triples, added_texts),
                             removed_node_vectors=removed_nodes,
                             removed_triple_vectors=edit.released,
                         )
@@ -224,8 +222,8 @@ class KnowledgeGraph:
                 GraphRows(
                     edges=list(stored_rows(snap)),
                     nodes=dict(zip(nodes, snap.node_names, strict=True)),
-                    node_vectors=Vectors.of(self._node_vectors, nodes),
-                    triple_vectors=Vectors.of(self._triple_vectors, texts),
+                    node_vectors=Vectors.of(self._tables.nodes, nodes),
+                    triple_vectors=Vectors.of(self._tables.triples, texts),
                     versions=dict(self._versions),
                 )
             )
@@ -269,22 +267,7 @@ class KnowledgeGraph:
             self._behind = True  # later writes hold their own rows, not this one's
             raise
 
-    # -- internals ------------------------------------------------------------------------
-
-    def _embed_missing(
-        self, nodes: list[tuple[str, str]], texts: list[str]
-    ) -> tuple[list[str], list[str]]:
-        """Embed, in one call, node names and triple texts that have no vector yet; return
-        the node keys and texts embedded."""
-        names = {key: name for key, name in reversed(nodes)}  # first name given wins
-        missing_nodes = self._node_vectors.missing(key for key, _ in nodes)
-        missing_texts = self._triple_vectors.missing(texts)
-        if not missing_nodes and not missing_texts:
-            return [], []
-        vectors = embed_checked(self._embed, [names[k] for k in missing_nodes] + missing_texts)
-        self._node_vectors.add(missing_nodes, vectors[: len(missing_nodes)])
-        self._triple_vectors.add(missing_texts, vectors[len(missing_nodes) :])
-        return missing_nodes, missing_texts
+    # -- start ----------------------------------------------------------------------------
 
     def load(self, prepare: bool = True) -> None:
         """Read the graph from its folder (the constructor does, unless ``load=False``).
@@ -298,8 +281,8 @@ class KnowledgeGraph:
         with self._lock, heap.collector_paused():
             self._closed = False
             exists = (self._folder / GRAPH_DB_FILE).exists()
-            self._axes = axes_file.read(self._folder) if exists else None
-            saved = snapshot_file.load(self._folder, self._axes) if exists else None
+            self._tables.axes = axes_file.read(self._folder) if exists else None
+            saved = snapshot_file.load(self._folder, self._tables.axes) if exists else None
             if saved is not None:
                 self._snapshot, self._versions, current = saved
                 self._unread = True
@@ -307,7 +290,7 @@ class KnowledgeGraph:
                     self._read_back = snapshot_file.depends_on(self._folder)
             else:
                 self._read()
-            self._keep_axes()
+            self._tables.keep_axes(self._snapshot)
         log.info(
             "knowledge graph: %d triples %s in %.1f s",
             self._snapshot.edge_count,
@@ -315,7 +298,7 @@ class KnowledgeGraph:
             time.perf_counter() - started,
         )
         self._prepared.clear()
-        if not self._unread and not self._vectors_to_map():
+        if not self._unread and not self._tables.in_memory:
             self._ready(0.0)  # built from the rows: nothing left to do
         elif prepare:
             self.prepare()
@@ -334,44 +317,12 @@ class KnowledgeGraph:
         file changed since the snapshot was saved), the tables from its vectors."""
         rows = row_files.read_rows(self._file, self._folder, read_legacy_folder, self._autosave)
         self._versions = dict(rows.versions)
-        self._adopt(rows.node_vectors, rows.triple_vectors)
+        self._tables.adopt(rows.node_vectors, rows.triple_vectors)
         names = node_names(rows)
         self._repair_vectors(names, {edge.text for edge in rows.edges})
         self._snapshot = GraphSnapshot.build_from(
-            rows.edges, names, self._node_vectors, self._triple_vectors
+            rows.edges, names, self._tables.nodes, self._tables.triples
         )
-
-    def _adopt(self, nodes: Vectors, triples: Vectors) -> None:
-        """Take these vectors as the embedding tables (entity codes made here are turned
-        by the folder's rotation: ``kg.axes_file``)."""
-        self._vectors_read = bool(nodes.keys) and nodes.matrix.flags.writeable
-        self._node_vectors = EmbeddingTable.adopt(
-            nodes.keys,
-            nodes.matrix,
-            quantized=True,
-            codes=nodes.codes,
-            rotation=self._axes,
-            rows=nodes.rows,
-        )
-        self._triple_vectors = EmbeddingTable.adopt(triples.keys, triples.matrix, rows=triples.rows)
-        self._spill_tables()
-
-    def _spill_tables(self) -> None:
-        """The vectors the tables add past a size go to files in the folder, where a
-        graph that writes files keeps them (``kg.tail_rows``)."""
-        for table in (self._node_vectors, self._triple_vectors):
-            table.spill_to(self._folder if self._autosave else None)
-
-    def _keep_axes(self) -> None:
-        """Keep the entity codes' rotation for the next start (``kg.axes_file.keep``)."""
-        if self._autosave:
-            rotation = self._snapshot.node_vectors.matrix.rotation or self._node_vectors.rotation
-            self._axes = axes_file.keep(self._folder, rotation, self._axes)
-
-    def _vectors_to_map(self) -> bool:
-        """A start read the vectors into memory (the disk refused their files), and a
-        change would write them out (``_mutable``)."""
-        return self._vectors_read and self._autosave
 
     def _build_graph(self) -> None:
         with self._lock:  # logged before a change waiting on the lock goes on
@@ -397,24 +348,20 @@ class KnowledgeGraph:
         started = time.perf_counter()
         if self._unread:
             if self._file.summary() == (self._snapshot.edge_count, self._versions):
-                self._adopt(*snapshot_file.table_vectors(self._snapshot))
+                self._tables.adopt(*snapshot_file.table_vectors(self._snapshot))
             else:
                 log.warning("knowledge graph: the file changed since the start; re-indexing")
                 self._read_back = None  # the snapshot read is not what the file holds
                 self._read()
             self._unread = False
-        if self._vectors_to_map():  # out of the process's memory
-            tables = row_files.map_tables(self._folder, self._node_vectors, self._triple_vectors)
-            if tables is not None:  # else they stay (logged)
-                self._node_vectors, self._triple_vectors = tables
-                self._spill_tables()
-                self._snapshot = self._snapshot.with_vectors(*tables)
-                self._vectors_read = False
+        tables = self._tables
+        if tables.in_memory and tables.map_to_files():  # out of the process's memory
+            self._snapshot = self._snapshot.with_vectors(tables.nodes, tables.triples)
         heap.trim()
         self._ready(time.perf_counter() - started)
 
     def _ready(self, took_s: float) -> None:
-        """Let changes go on; logged (``bench.scale_startup`` waits for the line)."""
+        """Let changes go on; logged (``bench.service_start`` waits for the line)."""
         self._prepared.set()
         log.info(
             "knowledge graph: %d triples ready for changes (prepared in %.1f s)",
@@ -425,14 +372,17 @@ class KnowledgeGraph:
     def _repair_vectors(self, names: Mapping[str, str], texts: set[str]) -> None:
         """Embed vectors that are missing, drop orphaned ones (normally a no-op: a change
         writes its vectors with its edges; the old layout could lose some in a crash)."""
-        added_nodes, added_texts = self._embed_missing(list(names.items()), list(texts))
-        dropped_nodes = self._node_vectors.retain(set(names))
-        dropped_texts = self._triple_vectors.retain(texts)
+        tables = self._tables
+        added_nodes, added_texts = tables.embed_missing(
+            self._embed, list(names.items()), list(texts)
+        )
+        dropped_nodes = tables.nodes.retain(set(names))
+        dropped_texts = tables.triples.retain(texts)
         if self._autosave and (added_nodes or added_texts or dropped_nodes or dropped_texts):
             self._write(
                 GraphChange(
-                    node_vectors=Vectors(added_nodes, self._node_vectors.gather(added_nodes)),
-                    triple_vectors=Vectors(added_texts, self._triple_vectors.gather(added_texts)),
+                    node_vectors=Vectors(added_nodes, tables.nodes.gather(added_nodes)),
+                    triple_vectors=Vectors(added_texts, tables.triples.gather(added_texts)),
                     removed_node_vectors=dropped_nodes,
                     removed_triple_vectors=dropped_texts,
                 )

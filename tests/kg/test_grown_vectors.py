@@ -99,7 +99,7 @@ def test_a_stop_after_a_change_grows_the_file_the_start_mapped(
     change(reference)
     again = opened(saved.folder, embed_fn)
     assert_same_snapshot(again.snapshot, reference.snapshot)
-    triples, nodes = again._triple_vectors, again._node_vectors
+    triples, nodes = again._tables.triples, again._tables.nodes
     assert len(triples) == rows["triples"] + 2 - 3 == len(triples.matrix) - 3  # paris's: dropped
     assert len(nodes) == len(nodes.matrix) - len(gone_keys) == len(again.snapshot.node_keys)
     for each in (again, reference):

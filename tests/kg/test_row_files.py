@@ -130,7 +130,7 @@ def test_vectors_read_into_memory_move_to_files_once_the_disk_takes_them(
     assert "the vectors stay in memory" not in caplog.text
     files = sorted(saved.folder.glob(VECTOR_FILE.format(id="*", kind="*")))
     assert [p.name.rsplit("-", 1)[1] for p in files] == ["nodes.npy", "triples.npy"]
-    for table in (crashed._node_vectors, crashed._triple_vectors):
+    for table in (crashed._tables.nodes, crashed._tables.triples):
         assert isinstance(table.matrix.base, FileMatrix) and table.matrix.base.reads_file
     assert_coded(crashed)
     saved.remove_documents(["paris"])

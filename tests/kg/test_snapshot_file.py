@@ -510,7 +510,7 @@ def test_a_start_keeps_one_string_for_each_text_and_entity_key(
     again = KnowledgeGraph(saved.folder, embed_fn)
     assert again.wait_prepared(timeout=30)
     snap = again.snapshot
-    tables = {"texts": again._triple_vectors, "keys": again._node_vectors}
+    tables = {"texts": again._tables.triples, "keys": again._tables.nodes}
     held = {name: {id(key) for key in table} for name, table in tables.items()}
     assert snap.edge_text and all(id(text) in held["texts"] for text in snap.edge_text)
     assert snap.node_keys and all(id(key) in held["keys"] for key in snap.node_keys)

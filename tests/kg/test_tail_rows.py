@@ -152,7 +152,7 @@ def test_a_graph_fed_live_keeps_few_vectors_in_memory_and_restarts_the_same(
     for d in range(35):
         doc = f"doc{d}"
         graph.replace_documents({doc: supplied(doc, *triples[d * 20 : (d + 1) * 20])}, {doc: "v1"})
-    nodes, edges = graph._node_vectors, graph._triple_vectors
+    nodes, edges = graph._tables.nodes, graph._tables.triples
     assert len(nodes) >= 1400 and len(edges) == 700
     assert nodes._tail.in_memory < 256 and edges._tail.in_memory < 256
     assert isinstance(graph.snapshot.node_vectors.matrix.tail, SpilledMatrix)
@@ -165,7 +165,7 @@ def test_a_graph_fed_live_keeps_few_vectors_in_memory_and_restarts_the_same(
         for query in queries:
             items, sims = snap.node_vectors.candidates(query, 0.5, 5)
             found.append(sorted(snap.node_keys[int(i)] for i in items[sims >= 0.5]))
-        return found, g._node_vectors.gather(keys)
+        return found, g._tables.nodes.gather(keys)
 
     first_links, first_vectors = state(graph)
     assert sum(map(len, first_links)) >= len(queries)
