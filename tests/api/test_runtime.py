@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+import re
 from pathlib import Path
+
+import pytest
 
 from api.config import Settings
 from api.runtime import Runtime
@@ -29,7 +33,7 @@ def test_runtime_construction_does_no_io(tmp_path: Path) -> None:
 
 
 def test_the_graph_is_prepared_for_changes_by_the_first_change(
-    tmp_path: Path, embedder: Embedder
+    tmp_path: Path, embedder: Embedder, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A start after a clean stop reads the graph's snapshot back and leaves the rest of
     what a change needs (the embedding tables take the snapshot's vectors) to the first
@@ -49,8 +53,17 @@ def test_the_graph_is_prepared_for_changes_by_the_first_change(
         await runtime.stop()
         return at_ready, *after
 
-    first = asyncio.run(start("lyon", "Lyon lies on the Rhone. Lyon hosts a festival."))
+    with caplog.at_level(logging.INFO):
+        first = asyncio.run(start("lyon", "Lyon lies on the Rhone. Lyon hosts a festival."))
     assert first[:2] == (True, True) and first[2] > 0
+    # The stop says how long it took and where: its graph saved the snapshot (a change).
+    stopped = [r.getMessage() for r in caplog.records if r.name == "api.runtime"][-1]
+    assert re.fullmatch(
+        r"warmrag stopped in [\d.]+ s "
+        r"\(warmup [\d.]+ s, the knowledge base and its graph [\d.]+ s\)",
+        stopped,
+    ), stopped
+    assert "the snapshot saved for the next start" in caplog.text
     second = asyncio.run(start("turin", "Turin lies on the Po. Turin hosts a fair."))
     assert second[:2] == (False, True) and second[2] > first[2]
 
