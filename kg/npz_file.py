@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import zipfile
 from collections.abc import Iterable, Sequence
+from itertools import islice
 from typing import IO, Any, Protocol
 
 import numpy as np
@@ -55,23 +56,29 @@ class GatheredRows:
 
 
 class JsonBytes:
-    """``json.dumps(document)`` as a ``uint8`` array, its top level's long lists encoded
-    ``JSON_SLICE`` items at a time: the whole text is held once, as bytes, and never also
-    as one ``str``."""
+    """``json.dumps(document)`` as a ``uint8`` array, its top level's long lists and dicts
+    encoded ``JSON_SLICE`` items at a time: the whole text is held once, as bytes, and
+    never also as one ``str`` (the documents' versions at 1,000,000 chunks: 88 MiB)."""
 
     def __init__(self, document: dict[str, Any]) -> None:
         self.pieces: list[bytes] = [b"{"]
         for n, (key, value) in enumerate(document.items()):
             self.pieces.append(f"{', ' if n else ''}{json.dumps(key)}: ".encode())
-            if isinstance(value, list) and len(value) > JSON_SLICE:
-                self.pieces.append(b"[")
-                for first in range(0, len(value), JSON_SLICE):
-                    text = json.dumps(value[first : first + JSON_SLICE])[1:-1]
-                    self.pieces.append(f"{', ' if first else ''}{text}".encode())
-                self.pieces.append(b"]")
+            if isinstance(value, list | dict) and len(value) > JSON_SLICE:
+                self._slices(value)
             else:
                 self.pieces.append(json.dumps(value).encode())
         self.pieces.append(b"}")
+
+    def _slices(self, value: list[Any] | dict[str, Any]) -> None:
+        opening, closing = (b"[", b"]") if isinstance(value, list) else (b"{", b"}")
+        self.pieces.append(opening)
+        items = iter(value.items() if isinstance(value, dict) else value)
+        for first in range(0, len(value), JSON_SLICE):
+            part = list(islice(items, JSON_SLICE))
+            text = json.dumps(dict(part) if isinstance(value, dict) else part)[1:-1]
+            self.pieces.append(f"{', ' if first else ''}{text}".encode())
+        self.pieces.append(closing)
 
     def write(self, out: IO[bytes]) -> None:
         _write_header(out, np.dtype(np.uint8), (sum(map(len, self.pieces)),))

@@ -67,7 +67,7 @@ def write_vectors(
         added = grown.source[len(vectors.matrix.base) :]
         if grow_file(vectors.matrix.base, path, partial(_write_rows, vectors.matrix, added)):
             return grown
-    used, item_rows = np.unique(vectors.rows, return_inverse=True)
+    used, item_rows = distinct_rows(vectors.rows, len(vectors.matrix))
     atomic_write(path, partial(write_gathered, vectors.matrix, used))
     return FileRows(used, item_rows)
 
@@ -86,14 +86,29 @@ def _grown_rows(folder: Path, vectors: VectorRows, kind: str) -> FileRows | None
     split = len(base)
     rows = np.asarray(vectors.rows, np.int64)
     old = rows < split
-    if split - np.unique(rows[old]).size > _DEAD_SHARE * split:
+    read = np.zeros(split, bool)
+    read[rows[old]] = True
+    if split - np.count_nonzero(read) > _DEAD_SHARE * split:
         return None
-    added, placed = np.unique(rows[~old], return_inverse=True)
+    added, placed = distinct_rows(rows[~old] - split, len(vectors.matrix) - split)
+    added += split
     item_rows = rows.copy()
     item_rows[~old] = split + placed
     source = np.concatenate([np.arange(split, dtype=np.int64), added])
     grown_from = name.name.removeprefix("snapshot-").removesuffix(f"-{kind}.npy")
     return FileRows(source, item_rows, grown_from)
+
+
+def distinct_rows(rows: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(rows, return_inverse=True)`` for rows in ``range(size)``, from a mask
+    of the rows taken: the distinct rows ascending, and each item's place among them.
+    For the 3.2 million triple rows of a save at 1,000,000 chunks numpy 2.3's
+    ``np.unique`` took 0.4-1.1 s (2.2-2.4 s without ``return_inverse``) on a 2-core
+    EPYC; this takes about 20 ms."""
+    taken = np.zeros(size, bool)
+    taken[rows] = True
+    place = np.cumsum(taken) - 1
+    return np.flatnonzero(taken).astype(rows.dtype, copy=False), place[rows]
 
 
 def _in(folder: Path, path: Path) -> bool:

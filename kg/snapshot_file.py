@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from durable import TEMP_SUFFIX, atomic_write
-from kg import axes_file, saved_codes, table_file
+from kg import axes_file, heap, saved_codes, table_file
 from kg.edge_lists import ChunkIndex
 from kg.file_matrix import FileMatrix
 from kg.graph_file import GRAPH_DB_FILE, Vectors
@@ -134,10 +134,15 @@ def depends_on(folder: Path) -> list[list[int] | None]:
     return _file_state(folder, (*_GRAPH_FILES, axes_file.FILE))
 
 
+@heap.collector_paused()
 def save(folder: Path, snapshot: GraphSnapshot, versions: dict[str, str]) -> None:
     """Save ``snapshot`` and the document ``versions`` it reflects (a clean close, the
     graph's file closed first: its state is recorded, and a file changed by anything but
-    the graph, which ``discard`` would not see, makes the snapshot stale)."""
+    the graph, which ``discard`` would not see, makes the snapshot stale).
+
+    Without the cyclic collector: encoding the versions (a million documents at
+    1,000,000 chunks) makes a tuple per document, and the collections those started
+    took 5.1 s of a 10.1 s save on a 2-core EPYC."""
     snapshot_id = uuid.uuid4().hex[:16]
     try:
         may_grow = not (folder / FILE).exists()  # no snapshot names the files

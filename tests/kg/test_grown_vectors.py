@@ -20,6 +20,7 @@ import kg.table_file
 from kg import EmbedFn, KnowledgeGraph
 from kg.embeddings import EmbeddingTable
 from kg.file_matrix import FileMatrix
+from kg.saved_vectors import distinct_rows
 from kg.snapshot_file import FILE, VECTOR_FILE
 from tests.kg.kg_testdata import supplied
 from tests.kg.test_kg_load import assert_same_snapshot, saved  # noqa: F401  (the fixture)
@@ -205,3 +206,15 @@ def test_a_table_adopts_a_file_whose_rows_not_all_have_keys(tmp_path: Path) -> N
             EmbeddingTable.adopt(["a", "b", "c"], matrix, rows=np.array(rows))
     with pytest.raises(ValueError):
         EmbeddingTable.adopt(["a", "b", "c"], values.copy(), rows=np.array([0, 2, 5]))
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("count", [0, 1, 50, 2000])
+def test_distinct_rows_are_what_np_unique_gives(dtype: type, count: int) -> None:
+    rows: np.ndarray = np.random.default_rng(count).integers(0, 300, size=count).astype(dtype)
+    used, place = distinct_rows(rows, 300)
+    expected_used, expected_place = np.unique(rows, return_inverse=True)
+    assert used.dtype == dtype
+    np.testing.assert_array_equal(used, expected_used)
+    np.testing.assert_array_equal(place, expected_place)
+    np.testing.assert_array_equal(used[place], rows)

@@ -26,6 +26,8 @@ DOCUMENTS: list[dict[str, Any]] = [
     {"strings": ["Paris", "Zoë", 'a "quoted" name', "tab\there", "日本", "", "x"], "n": 1},
     {"exactly": ["a", "b", "c"], "one more": ["a", "b", "c", "d"], "empty": []},
     {"texts": [str(i) for i in range(10)], "rows": [[1, 2], [3]], "none": None},
+    {"versions": {f"doc {i}": f"v{i}" for i in range(7)}, "exactly": {"a": 1, "b": 2, "c": 3}},
+    {"one more": {"a": "x", "b": "y", "c": "z", "d": "w"}, "nested": {"a": {"b": [1]}}},
 ]
 
 
@@ -39,6 +41,18 @@ def test_json_is_the_text_json_dumps_writes(document: dict[str, Any]) -> None:
     assert array.dtype == np.uint8
     assert array.tobytes() == json.dumps(document).encode()
     assert json.loads(array.tobytes()) == document
+
+
+@pytest.mark.usefixtures("small_pieces")
+@pytest.mark.parametrize(
+    "long", [[f"doc {i}" for i in range(7)], {f"doc {i}": "v" for i in range(7)}]
+)
+def test_long_lists_and_dicts_are_encoded_a_slice_at_a_time(
+    long: list[str] | dict[str, str],
+) -> None:
+    """No piece of the text holds more than ``JSON_SLICE`` of their items."""
+    pieces = JsonBytes({"long": long, "short": ["a"]}).pieces
+    assert [piece.count(b'"doc ') for piece in pieces if b"doc " in piece] == [3, 3, 1]
 
 
 @pytest.mark.usefixtures("small_pieces")

@@ -4,6 +4,7 @@ so a crash never leaves a stale one, and a damaged one is ignored."""
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 from collections.abc import Callable
@@ -125,6 +126,26 @@ def test_a_start_after_a_clean_close_reads_the_snapshot_back(
         graph.remove_documents(["paris"])
     assert reads == []
     assert_same_snapshot(again.snapshot, saved.snapshot)
+
+
+def test_a_save_runs_without_the_cyclic_collector(
+    saved: KnowledgeGraph,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Encoding a million documents' versions started collections that took half of a
+    save at 1,000,000 chunks; the collector runs again after."""
+    enabled: list[bool] = []
+    write = kg.snapshot_file.write_npz
+
+    def watching(entries: Any, out: Any) -> None:
+        enabled.append(gc.isenabled())
+        write(entries, out)
+
+    monkeypatch.setattr(kg.snapshot_file, "write_npz", watching)
+    assert gc.isenabled()
+    saved.close()
+    assert enabled == [False] and gc.isenabled()
+    assert (saved.folder / FILE).is_file()
 
 
 def test_a_stop_after_a_start_that_changed_nothing_keeps_the_snapshot(
