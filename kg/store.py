@@ -349,6 +349,7 @@ class KnowledgeGraph:
         if self._unread:
             if self._file.summary() == (self._snapshot.edge_count, self._versions):
                 self._tables.adopt(*snapshot_file.table_vectors(self._snapshot))
+                self._snapshot = self._snapshot.bound_to(self._tables.nodes, self._tables.triples)
             else:
                 log.warning("knowledge graph: the file changed since the start; re-indexing")
                 self._read_back = None  # the snapshot read is not what the file holds

@@ -49,9 +49,19 @@ def stopped_graph(folder: Path) -> KnowledgeGraph:
 
 
 def turned_codes(graph: KnowledgeGraph) -> LeadRows:
+    """The entities' codes the snapshot read back: its own rows' (``codes[1]``) until
+    the graph is prepared for changes, then the embedding table's, whose base they are."""
     codes = graph.snapshot.node_vectors.matrix.codes
-    assert codes is not None and isinstance(codes[1], LeadRows) and codes[1].cell is not None
-    return codes[1]
+    assert codes is not None
+    turned = [c for c in codes if isinstance(c, LeadRows) and len(c)]
+    assert len(turned) == 1 and turned[0].cell is not None
+    return turned[0]
+
+
+def all_rows(graph: KnowledgeGraph) -> np.ndarray:
+    """Every row of the entities' matrix, however the snapshot holds it."""
+    matrix = graph.snapshot.node_vectors.matrix
+    return matrix[np.arange(len(matrix))]
 
 
 def assert_same_codes(found: LeadRows, expected: LeadRows) -> None:
@@ -111,7 +121,7 @@ def test_codes_saved_after_a_change_are_read_back(
     later = KnowledgeGraph(first.folder, ShapedEmbed())
     assert made == [] and len(later.snapshot.node_keys) == 1440
     read = turned_codes(later)
-    assert_same_codes(read, LeadRows.of(later.snapshot.node_vectors.matrix.tail, read.rotation))
+    assert_same_codes(read, LeadRows.of(all_rows(later), read.rotation))
 
 
 @pytest.mark.usefixtures("few_cells")
@@ -132,7 +142,7 @@ def test_codes_made_by_other_axes_are_made_again(
     assert "coding the entities again" in caplog.text and made == [1400]
     read = turned_codes(again)
     np.testing.assert_array_equal(read.rotation.basis, swapped)
-    assert_same_codes(read, LeadRows.of(again.snapshot.node_vectors.matrix.tail, read.rotation))
+    assert_same_codes(read, LeadRows.of(all_rows(again), read.rotation))
 
 
 def code_files(folder: Path) -> dict[str, Path]:
@@ -215,8 +225,7 @@ def test_a_stop_after_a_change_grows_the_code_files_by_the_new_rows(
     later = KnowledgeGraph(first.folder, ShapedEmbed())
     assert made == [] and len(later.snapshot.node_keys) == 1440
     assert_same_codes(turned_codes(later), expected)
-    vectors = later.snapshot.node_vectors.matrix.tail
-    assert_same_codes(expected, LeadRows.of(vectors, expected.rotation))
+    assert_same_codes(expected, LeadRows.of(all_rows(later), expected.rotation))
     assert links(later) == links(again)
 
 
@@ -269,7 +278,7 @@ def test_a_stop_after_a_start_from_the_rows_saves_codes_the_next_start_reads(
     later = KnowledgeGraph(first.folder, ShapedEmbed())
     assert made == []
     read = turned_codes(later)
-    assert_same_codes(read, LeadRows.of(later.snapshot.node_vectors.matrix.tail, read.rotation))
+    assert_same_codes(read, LeadRows.of(all_rows(later), read.rotation))
     assert links(later) == links(first)
 
 
@@ -319,7 +328,7 @@ def test_codes_kept_in_a_format_5_snapshot_are_read_and_saved_in_files(
     again = KnowledgeGraph(first.folder, ShapedEmbed())
     assert made == [] and links(again) == links(first)
     read = turned_codes(again)
-    assert_same_codes(read, LeadRows.of(again.snapshot.node_vectors.matrix.tail, read.rotation))
+    assert_same_codes(read, LeadRows.of(all_rows(again), read.rotation))
     made.clear()  # that coding, the comparison's
     again.close()
     assert set(code_files(first.folder)) == set(saved_codes.FIELDS)

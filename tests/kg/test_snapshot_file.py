@@ -24,6 +24,7 @@ import kg.store
 import kg.table_file
 from kg import EmbedFn, KnowledgeGraph
 from kg.edge_lists import ChunkIndex
+from kg.embeddings import EmbeddingTable
 from kg.graph_file import GraphFile, GraphRows
 from kg.index import INDEXED_LISTS
 from kg.int8_rows import Int8Rows
@@ -406,6 +407,32 @@ def test_a_graph_loaded_unprepared_builds_for_its_first_change(
     assert not graph.wait_prepared(timeout=0)  # no thread was started
     graph.remove_documents(["paris"])  # builds it first, in this thread
     assert graph.wait_prepared(timeout=0) and "paris" not in graph.document_ids()
+
+
+def test_the_first_change_after_a_read_back_looks_up_only_its_own_keys(
+    saved: KnowledgeGraph,  # noqa: F811
+    embed_fn: EmbedFn,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The tables adopt the snapshot's own rows, so the snapshot's vectors are bound to
+    them (``GraphSnapshot.bound_to``): the change splices rows, and does not look up
+    every entity and fact (4.6 s at 1,000,000 chunks)."""
+    saved.close()
+    graph = KnowledgeGraph(saved.folder, embed_fn, load=False)
+    graph.load(prepare=False)
+    looked_up: list[int] = []
+    rows_for = EmbeddingTable.rows_for
+
+    def counting(table: EmbeddingTable, keys: Any) -> np.ndarray:
+        looked_up.append(len(keys))
+        return rows_for(table, keys)
+
+    monkeypatch.setattr(EmbeddingTable, "rows_for", counting)
+    lyon = {"lyon": supplied("lyon", ("Lyon", "lies on", "Rhone"), ("Lyon", "hosts", "Fete"))}
+    graph.replace_documents(lyon, {"lyon": "v1"})
+    assert looked_up and max(looked_up) <= 3  # the new entities, then the new facts
+    saved.replace_documents(lyon, {"lyon": "v1"})
+    assert_same_snapshot(graph.snapshot, saved.snapshot)
 
 
 def test_a_start_maps_the_vectors_and_changes_write_past_them(
