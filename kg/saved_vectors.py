@@ -104,7 +104,7 @@ def distinct_rows(rows: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
     of the rows taken: the distinct rows ascending, and each item's place among them.
     For the 3.2 million triple rows of a save at 1,000,000 chunks numpy 2.3's
     ``np.unique`` took 0.4-1.1 s (2.2-2.4 s without ``return_inverse``) on a 2-core
-    EPYC; this takes about 20 ms."""
+    EPYC; a mask of them about 10 ms."""
     taken = np.zeros(size, bool)
     taken[rows] = True
     place = np.cumsum(taken) - 1
