@@ -71,6 +71,8 @@ class KnowledgeGraph:
         self._snapshot = GraphSnapshot()
         self._versions: dict[str, str] = {}
         self._unread = False  # the snapshot was read back: the tables are yet to take it
+        # The tables took the snapshot's own rows: the next change binds its vectors to them.
+        self._bind_rows = False
         self._behind = False  # a write failed: the file is behind memory until ``save``
         # What the snapshot read at the start depended on then (None: none was read, or it
         # is no longer what memory holds): ``close`` keeps it where that is unchanged.
@@ -184,7 +186,10 @@ class KnowledgeGraph:
             tables.triples.discard(edit.released)
             filed = {**self._versions, **versions}  # None: the document's version removed
             self._versions = {doc_id: v for doc_id, v in filed.items() if v is not None}
-            snapshot = self._snapshot.apply(edit.change, tables.nodes, tables.triples)
+            snapshot = self._snapshot
+            if self._bind_rows:  # spliced, not looked up key by key (``GraphSnapshot.bound_to``)
+                snapshot, self._bind_rows = snapshot.bound_to(tables.nodes, tables.triples), False
+            snapshot = snapshot.apply(edit.change, tables.nodes, tables.triples)
             snapshot.node_vectors.prepare()  # here, not in the first question after it
             self._snapshot = snapshot
             new_texts = [t for t in added_texts if t in tables.triples]
@@ -280,6 +285,7 @@ class KnowledgeGraph:
         started = time.perf_counter()
         with self._lock, heap.collector_paused():
             self._closed = False
+            self._bind_rows = False
             exists = (self._folder / GRAPH_DB_FILE).exists()
             self._tables.axes = axes_file.read(self._folder) if exists else None
             saved = snapshot_file.load(self._folder, self._tables.axes) if exists else None
@@ -349,7 +355,7 @@ class KnowledgeGraph:
         if self._unread:
             if self._file.summary() == (self._snapshot.edge_count, self._versions):
                 self._tables.adopt(*snapshot_file.table_vectors(self._snapshot))
-                self._snapshot = self._snapshot.bound_to(self._tables.nodes, self._tables.triples)
+                self._bind_rows = True
             else:
                 log.warning("knowledge graph: the file changed since the start; re-indexing")
                 self._read_back = None  # the snapshot read is not what the file holds
