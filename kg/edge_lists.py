@@ -4,8 +4,8 @@ Passages are linked to the graph through their chunk's edges, and a change remov
 document's edges, so both lookups must be cheap. Built as dicts of index arrays, these lists
 were rebuilt in Python, edge by edge, after every change (1.5 s at 323,000 triples). Here
 each edge carries an integer chunk id in the snapshot's edge order, and the edges of chunk
-``c`` are ``order[ptr[c]:ptr[c + 1]]``: a change splices the ids and re-sorts them with
-numpy, and only its own documents' entries change in the dicts.
+``c`` are ``order[ptr[c]:ptr[c + 1]]``: a change splices the ids and renumbers the order
+it had (``kg.moves``), and only its own documents' entries change in the dicts.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from kg.moves import Moves
 from kg.numbering import INDEX
 
 _EMPTY = np.zeros(0, dtype=INDEX)
@@ -35,6 +36,9 @@ class ChunkIndex:
     edge_chunk: np.ndarray = field(default_factory=lambda: _EMPTY)
     ptr: np.ndarray = field(default_factory=lambda: np.zeros(1, INDEX))
     order: np.ndarray = field(default_factory=lambda: _EMPTY)
+    #: Chunks that state edges (those in ``documents``), kept by each change: counted
+    #: anew, a change at 1,000,000 documents walked them all.
+    live: int = 0
 
     @classmethod
     def of(cls, edge_doc: Sequence[str], edge_chunk: Sequence[str | None]) -> ChunkIndex:
@@ -90,7 +94,8 @@ class ChunkIndex:
         ptr = np.zeros(size + 1, INDEX)
         np.cumsum(np.bincount(edge_chunk, minlength=size), out=ptr[1:])
         order = np.argsort(edge_chunk, kind="stable").astype(INDEX)
-        return cls(documents, edge_chunk, ptr, order)
+        live = sum(len(chunks) for chunks in documents.values())
+        return cls(documents, edge_chunk, ptr, order, live)
 
     def edges(self, doc_id: str, chunk_id: str | None) -> np.ndarray | None:
         """The chunk's edges, ascending (None: it states none)."""
@@ -109,18 +114,18 @@ class ChunkIndex:
         return [(doc, chunk) for doc, chunks in self.documents.items() for chunk in chunks]
 
     def apply(
-        self,
-        removed_docs: Collection[str],
-        keep: np.ndarray,
-        positions: Sequence[int],
-        added: Sequence[ChunkKey],
+        self, removed_docs: Collection[str], moves: Moves, added: Sequence[ChunkKey]
     ) -> ChunkIndex:
-        """The index after a change: every edge of ``removed_docs`` gone (``keep`` is false
-        for exactly those), then ``added[m]``'s edge inserted before kept edge
-        ``positions[m]`` (``np.insert``'s rule)."""
+        """The index after a change: every edge of ``removed_docs`` gone (``moves.keep``
+        is false for exactly those), and ``added[m]``'s edge numbered ``moves.added[m]``.
+
+        Chunks of new edges are new (a change replaces whole documents), so the kept
+        edges' order stays as it was, renumbered, and the new chunks' edges follow: no
+        sort of every edge (0.7 s of a change at 3.2 million edges)."""
         documents = dict(self.documents)
+        live = self.live
         for doc in removed_docs:
-            documents.pop(doc, None)
+            live -= len(documents.pop(doc, ()))
         copied: set[str] = set()  # inner dicts are copied before they change
         size = len(self.ptr) - 1
         ids: list[int] = []
@@ -133,14 +138,23 @@ class ChunkIndex:
             if found is None:
                 found = chunks[chunk] = size
                 size += 1
+                live += 1
             ids.append(found)
-        edge_chunk = self.edge_chunk[keep]
+        edge_chunk = self.edge_chunk[moves.keep]
         if ids:
-            edge_chunk = np.insert(edge_chunk, positions, ids)
-        live = sum(len(chunks) for chunks in documents.values())
+            edge_chunk = np.insert(edge_chunk, moves.positions, ids)
         if size > 2 * live + self._SPARE_IDS:  # ids of chunks gone pile up: renumber
             return self._renumbered(documents, edge_chunk, size)
-        return self._sorted(documents, edge_chunk, size)
+        old_size = len(self.ptr) - 1
+        if ids and min(ids) < old_size:  # a chunk that stated edges states more
+            return self._sorted(documents, edge_chunk, size)
+        order = moves.moved[self.order]
+        order = order[order >= 0]
+        if ids:
+            order = np.concatenate([order, moves.added[np.argsort(ids, kind="stable")]])
+        ptr = np.zeros(size + 1, INDEX)
+        np.cumsum(np.bincount(edge_chunk, minlength=size), out=ptr[1:])
+        return ChunkIndex(documents, edge_chunk, ptr, order, live)
 
     @classmethod
     def _renumbered(

@@ -11,8 +11,10 @@ A start after a crash builds it whole (``build_from``, from the file's rows); on
 clean stop reads it back (``kg.snapshot_file``). A change, planned from it
 (``kg.edits``), patches it (``apply``): rebuilt whole, one document's
 change took 8.6 s of its 10.6 s at 323,000 triples, all of it Python work per edge; the
-patch does Python work per changed edge and array copies for the rest. Both give the same
-snapshot (``tests/kg/test_snapshot_apply.py``).
+patch does Python work per changed edge and array copies for the rest: the adjacency and
+the chunks' edges renumbered (``kg.adjacency``, ``kg.edge_lists``), the lists of strings
+read through indexes it splices (``kg.snapshot_lists``). Both give the same snapshot
+(``tests/kg/test_snapshot_apply.py``).
 """
 
 from __future__ import annotations
@@ -24,12 +26,22 @@ from typing import Any
 
 import numpy as np
 
+from kg.adjacency import csr, patched_csr
 from kg.edge_lists import ChunkIndex
 from kg.embeddings import EmbeddingTable
 from kg.models import EdgeRow
-from kg.normalize import normalize_predicate
+from kg.moves import Moves
 from kg.numbering import INDEX
 from kg.saved_strings import Splice, StringIndexes
+from kg.snapshot_lists import (
+    EDGE_LISTS,
+    INDEXED_LISTS,
+    canonical_rows,
+    edge_lists,
+    inserted,
+    sorted_place,
+    without,
+)
 from kg.vector_rows import VectorRows
 
 _EMPTY_INT = np.zeros(0, dtype=INDEX)
@@ -57,8 +69,8 @@ class SnapshotChange:
 class GraphSnapshot:
     """Read-only arrays describing the graph at one moment (see module docstring)."""
 
-    node_keys: list[str] = field(default_factory=list)
-    node_names: list[str] = field(default_factory=list)
+    node_keys: Sequence[str] = field(default_factory=list)
+    node_names: Sequence[str] = field(default_factory=list)
     node_vectors: VectorRows = field(default_factory=_no_vectors)
     edge_subject: np.ndarray = field(default_factory=lambda: _EMPTY_INT)
     edge_object: np.ndarray = field(default_factory=lambda: _EMPTY_INT)
@@ -66,14 +78,14 @@ class GraphSnapshot:
     edge_predicate_id: np.ndarray = field(default_factory=lambda: _EMPTY_INT)
     # Each edge's position among its document's edges (its key is "<doc>#<position>").
     edge_position: np.ndarray = field(default_factory=lambda: _EMPTY_INT)
-    predicate_keys: list[str] = field(default_factory=list)
-    edge_subject_name: list[str] = field(default_factory=list)
-    edge_predicate: list[str] = field(default_factory=list)
-    edge_object_name: list[str] = field(default_factory=list)
-    edge_text: list[str] = field(default_factory=list)
-    edge_doc: list[str] = field(default_factory=list)
-    edge_chunk: list[str | None] = field(default_factory=list)
-    edge_source: list[str] = field(default_factory=list)
+    predicate_keys: Sequence[str] = field(default_factory=list)
+    edge_subject_name: Sequence[str] = field(default_factory=list)
+    edge_predicate: Sequence[str] = field(default_factory=list)
+    edge_object_name: Sequence[str] = field(default_factory=list)
+    edge_text: Sequence[str] = field(default_factory=list)
+    edge_doc: Sequence[str] = field(default_factory=list)
+    edge_chunk: Sequence[str | None] = field(default_factory=list)
+    edge_source: Sequence[str] = field(default_factory=list)
     # Edges with the same normalized (subject, predicate, object) share a group: one fact
     # stated by several documents is offered once.
     edge_group: np.ndarray = field(default_factory=lambda: _EMPTY_INT)
@@ -81,14 +93,17 @@ class GraphSnapshot:
     adjacency_ptr: np.ndarray = field(default_factory=lambda: np.zeros(1, INDEX))
     adjacency_edges: np.ndarray = field(default_factory=lambda: _EMPTY_INT)
     chunks: ChunkIndex = field(default_factory=ChunkIndex)
-    # The ``INDEXED_LISTS`` as the snapshot file saves them, kept in step by ``apply``
-    # (None: not kept, as after a build from the rows; a save then looks them up).
+    # The ``INDEXED_LISTS`` as the snapshot file saves them, kept in step by ``apply``,
+    # which the lists above are then read through (None: not kept, as after a build from
+    # the rows; the lists are plain lists, and a save looks each string up).
     strings: StringIndexes | None = None
 
     @classmethod
     def empty(cls) -> GraphSnapshot:
         """A snapshot of no graph, whose changes keep its strings' indexes."""
-        return cls(strings=StringIndexes.of({name: [] for name in INDEXED_LISTS}))
+        strings = StringIndexes.of({name: [] for name in INDEXED_LISTS})
+        lists: dict[str, Any] = strings.columns()
+        return cls(strings=strings, **lists)
 
     @property
     def edge_count(self) -> int:
@@ -99,7 +114,7 @@ class GraphSnapshot:
         """The number of node ``key`` (its place in ``node_keys``, which is sorted), or
         None. A search, not a dict: at 628,367 entities a dict of them held 31 MiB, and
         each change built another beside it (a question looks up a few dozen keys)."""
-        at = bisect_left(self.node_keys, key)
+        at = sorted_place(self.node_keys, key)
         return at if at < len(self.node_keys) and self.node_keys[at] == key else None
 
     def document_ids(self) -> list[str]:
@@ -166,7 +181,7 @@ class GraphSnapshot:
         # Each edge's text as the triple table's own key object, not a second copy: 46 MiB
         # at 323,000 triples, held as long as the snapshot.
         texts = {text: text for text in triples}
-        rows = _edge_rows(edges, texts)
+        rows = canonical_rows(edges, texts)
         del texts
         rows.sort(key=lambda r: r[:6])
         predicate_ids: dict[str, int] = {}
@@ -176,7 +191,7 @@ class GraphSnapshot:
         subject = np.fromiter((node_index[r[0]] for r in rows), INDEX, len(rows))
         obj = np.fromiter((node_index[r[2]] for r in rows), INDEX, len(rows))
         del node_index
-        lists: dict[str, Any] = _edge_lists(rows)
+        lists: dict[str, Any] = edge_lists(rows)
         return cls(
             node_keys=node_keys,
             node_names=[names[key] for key in node_keys],
@@ -188,7 +203,7 @@ class GraphSnapshot:
             predicate_keys=list(predicate_ids),
             edge_group=_groups(subject, pid, obj),
             edge_vectors=VectorRows.of(triples, lists["edge_text"]),
-            **_csr(subject, obj, len(node_keys)),
+            **csr(subject, obj, len(node_keys)),
             chunks=ChunkIndex.of(lists["edge_doc"], lists["edge_chunk"]),
             **lists,
         )
@@ -200,21 +215,18 @@ class GraphSnapshot:
         # Nodes: drop the removed, insert the new at their place in key order.
         found = {k: self.node_position(k) for k in {*change.removed_nodes, *change.names}}
         gone = sorted(n for k in change.removed_nodes if (n := found[k]) is not None)
-        kept_keys = _without(self.node_keys, gone)
         new_keys = sorted(k for k in change.names if found[k] is None)
-        slots = [bisect_left(kept_keys, k) for k in new_keys]
-        node_keys = _with(kept_keys, slots, new_keys)
-        node_names_new = [change.names[k] for k in new_keys]
-        node_names = _with(_without(self.node_names, gone), slots, node_names_new)
-        # The nodes the change names, numbered in the new order (a few: searched, not mapped).
-        node_index = {key: bisect_left(node_keys, key) for key in change.names}
-        for key, name in change.names.items():
-            node_names[node_index[key]] = name
+        # A new key's place among the kept keys: among all, less the gone before it.
+        places = [sorted_place(self.node_keys, k) for k in new_keys]
+        slots = (np.asarray(places, np.int64) - np.searchsorted(gone, places)).tolist()
         keep_node = np.ones(len(self.node_keys), bool)
         keep_node[gone] = False
-        kept = np.arange(len(kept_keys), dtype=INDEX)
-        renumber = np.full(len(self.node_keys), -1, INDEX)
-        renumber[keep_node] = kept + np.searchsorted(np.asarray(slots, INDEX), kept, "right")
+        node_moves = Moves.of(keep_node, slots)
+        renumber = node_moves.moved
+        # The nodes the change names, numbered in the new order.
+        node_index = dict(zip(new_keys, node_moves.added.tolist(), strict=True))
+        node_index |= {k: int(renumber[n]) for k in change.names if (n := found[k]) is not None}
+        node_count = len(self.node_keys) - len(gone) + len(new_keys)
 
         # Edges: drop the removed documents', insert the added at their canonical place.
         gone_edges = np.unique(self.document_edges(list(change.removed_docs)))
@@ -224,141 +236,89 @@ class GraphSnapshot:
         obj = renumber[self.edge_object[keep]]
         if (subject < 0).any() or (obj < 0).any():
             raise ValueError("the change removed a node that kept edges")
+        kept_edges = np.flatnonzero(keep)
         pid = self.edge_predicate_id[keep]
         position = self.edge_position[keep]
-        drop = gone_edges.tolist()
-        lists: dict[str, Any] = {name: _without(getattr(self, name), drop) for name in EDGE_LISTS}
-        predicate_keys = list(self.predicate_keys)
-        predicate_ids = {key: i for i, key in enumerate(predicate_keys)}
-        rows = _edge_rows(change.edges, {})
+        rows = canonical_rows(change.edges, {})
         rows.sort(key=lambda r: r[:6])
 
-        def canonical(i: int) -> tuple[str, str, str, str, str, int]:
-            chunk = lists["edge_chunk"][i]
+        def canonical(i: int) -> tuple[Any, ...]:
+            edge = int(kept_edges[i])
             return (
-                node_keys[subject[i]],
-                predicate_keys[pid[i]],
-                node_keys[obj[i]],
-                lists["edge_doc"][i],
-                chunk or "",
-                int(position[i]),
+                self.node_keys[self.edge_subject[edge]],
+                self.predicate_keys[self.edge_predicate_id[edge]],
+                self.node_keys[self.edge_object[edge]],
+                self.edge_doc[edge],
+                self.edge_chunk[edge] or "",
+                int(self.edge_position[edge]),
             )
 
         positions: list[int] = []
         for row in rows:
             low = positions[-1] if positions else 0
             positions.append(bisect_left(range(len(subject)), row[:6], low, key=canonical))
-        added = _edge_lists(rows)
-        for name, values in added.items():
-            lists[name] = _with(lists[name], positions, values)
+        moves = Moves.of(keep, positions)
+        predicate_ids = {key: i for i, key in enumerate(self.predicate_keys)}
         if rows:
-            subject = np.insert(subject, positions, [bisect_left(node_keys, r[0]) for r in rows])
-            obj = np.insert(obj, positions, [bisect_left(node_keys, r[2]) for r in rows])
+            subject = np.insert(subject, positions, [node_index[r[0]] for r in rows])
+            obj = np.insert(obj, positions, [node_index[r[2]] for r in rows])
             new_pids = [predicate_ids.setdefault(r[1], len(predicate_ids)) for r in rows]
-            predicate_keys = list(predicate_ids)
             pid = np.insert(pid, positions, new_pids)
             position = np.insert(position, positions, [r[5] for r in rows])
+        added = edge_lists(rows)
+        new_names = [change.names[k] for k in new_keys]
+        new_predicates = list(predicate_ids)[len(self.predicate_keys) :]
+        renamed = {node_index[key]: name for key, name in change.names.items()}
+        drop = gone_edges.tolist()
         strings = None
-        if self.strings is not None:
-            renamed = {node_index[key]: name for key, name in change.names.items()}
-            new_predicates = predicate_keys[len(self.predicate_keys) :]
-            appended = [len(self.predicate_keys)] * len(new_predicates)
+        if self.strings is not None:  # the lists read through the spliced indexes
             strings = self.strings.spliced(
                 {
                     "node_keys": Splice(gone, slots, new_keys),
-                    "node_names": Splice(gone, slots, node_names_new, renamed),
-                    "predicate_keys": Splice((), appended, new_predicates),
+                    "node_names": Splice(gone, slots, new_names, renamed),
+                    "predicate_keys": Splice(
+                        (), [len(self.predicate_keys)] * len(new_predicates), new_predicates
+                    ),
                     **{name: Splice(drop, positions, added[name]) for name in EDGE_LISTS},
                 }
             )
+            lists: dict[str, Any] = strings.columns()
+        else:  # plain lists, copied
+            lists = {
+                "node_keys": inserted(without(self.node_keys, gone), slots, new_keys),
+                "node_names": inserted(without(self.node_names, gone), slots, new_names),
+                "predicate_keys": [*self.predicate_keys, *new_predicates],
+                **{
+                    name: inserted(without(getattr(self, name), drop), positions, added[name])
+                    for name in EDGE_LISTS
+                },
+            }
+            for at, name in renamed.items():
+                lists["node_names"][at] = name
         return GraphSnapshot(
-            node_keys=node_keys,
-            node_names=node_names,
-            node_vectors=_spliced(self.node_vectors, nodes, keep_node, slots, new_keys, node_keys),
+            node_vectors=_spliced(
+                self.node_vectors, nodes, keep_node, slots, new_keys, lists["node_keys"]
+            ),
             edge_subject=subject,
             edge_object=obj,
             edge_predicate_id=pid,
             edge_position=position,
-            predicate_keys=predicate_keys,
             edge_group=_groups(subject, pid, obj),
             edge_vectors=_spliced(
                 self.edge_vectors, triples, keep, positions, added["edge_text"], lists["edge_text"]
             ),
-            **_csr(subject, obj, len(node_keys)),
-            chunks=self.chunks.apply(
-                change.removed_docs, keep, positions, [(r[3], r[8]) for r in rows]
+            **patched_csr(
+                (self.adjacency_ptr, self.adjacency_edges),
+                (self.edge_subject[gone_edges], self.edge_object[gone_edges]),
+                renumber,
+                moves,
+                (subject, obj),
+                node_count,
             ),
+            chunks=self.chunks.apply(change.removed_docs, moves, [(r[3], r[8]) for r in rows]),
             **lists,
             strings=strings,
         )
-
-
-#: The per-edge lists of strings, in field order.
-EDGE_LISTS = (
-    "edge_subject_name",
-    "edge_predicate",
-    "edge_object_name",
-    "edge_text",
-    "edge_doc",
-    "edge_chunk",
-    "edge_source",
-)
-#: The lists of strings, saved as indexes into one table of their strings
-#: (``kg.saved_strings``): most repeat (an entity's key and name in each of its edges);
-#: the edges' texts are nearly all different, but in the table they are saved with it,
-#: a stop appending those a change added (``kg.table_file``).
-INDEXED_LISTS = (
-    "node_keys",
-    "node_names",
-    "predicate_keys",
-    *EDGE_LISTS,
-)
-
-
-def _edge_rows(edges: Iterable[EdgeRow], texts: Mapping[str, str]) -> list[tuple[Any, ...]]:
-    """One row per edge, its canonical sort key first: (subject key, predicate key,
-    object key, doc, chunk or "", position), then predicate, the edge, chunk, text (the
-    object ``texts`` holds for it, if any). The edge itself is kept, not a dict of its
-    attributes: at 323,000 triples those dicts held 69 MiB after a crash's start (the
-    pools they freed were not given back) and raised its peak as much."""
-    rows = []
-    # Few distinct predicates, many edges: normalizing each edge's took a third of
-    # the build at 100,000 triples.
-    predicate_keys: dict[str, str] = {}
-    for edge in edges:
-        predicate = edge.predicate
-        predicate_key = predicate_keys.get(predicate)
-        if predicate_key is None:
-            predicate_key = predicate_keys[predicate] = normalize_predicate(predicate)
-        text = edge.text
-        rows.append(
-            (
-                edge.subject,
-                predicate_key,
-                edge.object,
-                edge.doc_id,
-                edge.chunk_id or "",
-                edge.position,
-                predicate,
-                edge,
-                edge.chunk_id,
-                texts.get(text, text),
-            )
-        )
-    return rows
-
-
-def _edge_lists(rows: Sequence[tuple[Any, ...]]) -> dict[str, list[Any]]:
-    """The ``EDGE_LISTS`` of ``_edge_rows``' rows, in their order."""
-    return {
-        "edge_subject_name": [r[7].subject_name for r in rows],
-        "edge_predicate": [r[6] for r in rows],
-        "edge_object_name": [r[7].object_name for r in rows],
-        "edge_text": [r[9] for r in rows],
-        "edge_doc": [r[3] for r in rows],
-        "edge_chunk": [r[8] for r in rows],
-        "edge_source": [r[7].source for r in rows],
-    }
 
 
 def _groups(subject: np.ndarray, predicate: np.ndarray, obj: np.ndarray) -> np.ndarray:
@@ -369,29 +329,6 @@ def _groups(subject: np.ndarray, predicate: np.ndarray, obj: np.ndarray) -> np.n
         new |= obj[1:] != obj[:-1]
         np.cumsum(new, out=group[1:])
     return group
-
-
-def _without(values: list[Any], drop: Sequence[int]) -> list[Any]:
-    """A new list: ``values`` without the items at ``drop`` (ascending)."""
-    out: list[Any] = []
-    start = 0
-    for i in drop:
-        out += values[start:i]
-        start = i + 1
-    out += values[start:]
-    return out
-
-
-def _with(values: list[Any], positions: Sequence[int], new: Sequence[Any]) -> list[Any]:
-    """A new list: ``new[m]`` inserted before ``values[positions[m]]`` (non-decreasing)."""
-    out: list[Any] = []
-    start = 0
-    for position, value in zip(positions, new, strict=True):
-        out += values[start:position]
-        out.append(value)
-        start = position
-    out += values[start:]
-    return out
 
 
 def _spliced(
@@ -411,16 +348,3 @@ def _spliced(
     if len(added):
         rows = np.insert(rows, positions, table.rows_for(added))
     return VectorRows(table.matrix, rows, table.token)
-
-
-def _csr(subject: np.ndarray, obj: np.ndarray, node_count: int) -> dict[str, Any]:
-    """Adjacency (both directions) as CSR: edges of node n are edges[ptr[n]:ptr[n+1]]."""
-    edge_ids = np.arange(len(subject), dtype=INDEX)
-    loops = subject == obj  # a self-loop is listed once, not twice
-    nodes = np.concatenate([subject, obj[~loops]])
-    edges = np.concatenate([edge_ids, edge_ids[~loops]])
-    order = np.lexsort((edges, nodes))
-    counts = np.bincount(nodes, minlength=node_count)
-    ptr = np.zeros(node_count + 1, INDEX)
-    np.cumsum(counts, out=ptr[1:])
-    return {"adjacency_ptr": ptr, "adjacency_edges": edges[order]}

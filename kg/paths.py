@@ -38,6 +38,7 @@ import numpy as np
 
 from kg.index import GraphSnapshot
 from kg.intent import RelationIntent
+from kg.snapshot_lists import take
 
 SCORE_DECIMALS = 6
 
@@ -81,7 +82,7 @@ def rank_paths(
     the candidates' triple vectors, as the relevance was scored from."""
     matches = np.zeros(candidates.size, dtype=bool)
     if intent:
-        predicates = [snap.edge_predicate[int(e)] for e in candidates]
+        predicates = take(snap.edge_predicate, candidates)
         by_predicate = {p: intent.matches(p) for p in set(predicates)}
         matches = np.fromiter(
             (by_predicate[p] for p in predicates), dtype=bool, count=len(predicates)

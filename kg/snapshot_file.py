@@ -54,6 +54,7 @@ from kg.numbering import INDEX
 from kg.rotation import Rotation
 from kg.saved_strings import StringIndexes
 from kg.saved_vectors import VECTOR_FILE, FileRows, write_vectors
+from kg.snapshot_lists import take
 from kg.vector_rows import VectorRows
 
 log = logging.getLogger(__name__)
@@ -253,11 +254,12 @@ def load(
             for rows, vectors in ((node_rows, node_vectors), (edge_rows, edge_vectors))
         ):
             raise ValueError("the vector files do not match the snapshot")
-        lists: dict[str, Any] = strings.lists()
+        strings.check()
     except (OSError, ValueError, KeyError) as exc:
         log.warning("knowledge graph: ignoring the saved snapshot %s (%s)", path, exc)
         return None
-    _one_text_per_row(lists["edge_text"], edge_rows)
+    _one_text_per_row(strings.indexes["edge_text"], edge_rows)
+    lists: dict[str, Any] = strings.columns()
     doc, chunk = strings.indexes["edge_doc"], strings.indexes["edge_chunk"]
     snapshot = GraphSnapshot(
         node_vectors=node_vectors,
@@ -308,12 +310,12 @@ def _strings_to_save(snapshot: GraphSnapshot, may_grow: bool) -> StringIndexes:
     return StringIndexes.of(lists, distinct=("edge_text",))  # each string used
 
 
-def _one_text_per_row(texts: list[str], rows: np.ndarray) -> None:
-    """Make the texts of edges that share a vector row (state the same text) one string
-    object, in place: the triple table keeps one per row (``table_vectors``), and the
-    snapshot would otherwise hold a copy for each further edge. Few edges repeat a text
-    (215 of 323,542 in the bench's graph), so only those are found, from the rows, and
-    touched; no dict of every text is made (3.2 million at 1,000,000 chunks)."""
+def _one_text_per_row(texts: np.ndarray, rows: np.ndarray) -> None:
+    """Point the texts of edges that share a vector row (state the same text) at one
+    string of the table, in place: the triple table keeps one per row
+    (``table_vectors``), and a save then writes each such text once. Few edges repeat a
+    text (215 of 323,542 in the bench's graph), so only those are found, from the rows;
+    no dict of every text is made (3.2 million at 1,000,000 chunks)."""
     order = np.argsort(rows, kind="stable")
     ranked = rows[order]
     for i in (np.flatnonzero(ranked[1:] == ranked[:-1]) + 1).tolist():
@@ -348,9 +350,9 @@ def table_vectors(snapshot: GraphSnapshot) -> tuple[Vectors, Vectors]:
     assert isinstance(nodes.tail, np.ndarray) and isinstance(triples.tail, np.ndarray)
     order = np.argsort(snapshot.node_vectors.rows, kind="stable")
     node_rows = snapshot.node_vectors.rows[order].astype(np.int64)
-    node_keys = [snapshot.node_keys[i] for i in order.tolist()]
+    node_keys = take(snapshot.node_keys, order)
     used, first = np.unique(snapshot.edge_vectors.rows, return_index=True)
-    texts = [snapshot.edge_text[i] for i in first.tolist()]
+    texts = take(snapshot.edge_text, first)
     codes = nodes.codes[1] if nodes.codes else None
     return (
         Vectors(node_keys, nodes.tail, codes, rows=_unless_every(node_rows, len(nodes.tail))),

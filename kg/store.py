@@ -67,6 +67,9 @@ class KnowledgeGraph:
         self._normalizer = normalizer
         self._autosave = autosave
         self._lock = threading.RLock()
+        # Held only while a change edits the versions: the sync reads them without
+        # waiting for a change, or the preparation for the first, to finish.
+        self._versions_lock = threading.Lock()
         self._tables = GraphTables(self._folder, files=autosave)
         self._snapshot = GraphSnapshot()
         self._versions: dict[str, str] = {}
@@ -118,7 +121,8 @@ class KnowledgeGraph:
 
     def document_versions(self) -> dict[str, str]:
         """The version each document's edges were filed with (``replace_documents``)."""
-        return dict(self._versions)  # replaced, never changed in place: no lock
+        with self._versions_lock:  # a change updates it in place, holding this alone
+            return dict(self._versions)
 
     def triples_for_document(self, doc_id: str) -> list[Triple]:
         """The document's triples in the order they were given (empty if unknown)."""
@@ -184,8 +188,14 @@ class KnowledgeGraph:
             removed_nodes = set(edit.change.removed_nodes)
             tables.nodes.discard(removed_nodes)
             tables.triples.discard(edit.released)
-            filed = {**self._versions, **versions}  # None: the document's version removed
-            self._versions = {doc_id: v for doc_id, v in filed.items() if v is not None}
+            # In place, the change's documents alone (copied whole, 0.4 s a change at
+            # 1,000,000 documents); None: the document's version removed.
+            with self._versions_lock:
+                for doc_id, version in versions.items():
+                    if version is None:
+                        self._versions.pop(doc_id, None)
+                    else:
+                        self._versions[doc_id] = version
             snapshot = self._snapshot
             if self._bind_rows:  # spliced, not looked up key by key (``GraphSnapshot.bound_to``)
                 snapshot, self._bind_rows = snapshot.bound_to(tables.nodes, tables.triples), False

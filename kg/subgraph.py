@@ -339,7 +339,7 @@ class SubgraphSelector:
         """Walk positions best-first (ties: triple text); keep one edge per fact."""
         order = sorted(
             positions.tolist(),
-            key=lambda i: (-scores[i], snap.edge_text[candidates[i]], int(candidates[i])),
+            key=lambda i: (-scores[i], snap.edge_text[int(candidates[i])], int(candidates[i])),
         )
         best: list[tuple[float, int]] = []
         groups: set[int] = set()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -235,6 +237,42 @@ def test_a_change_writes_only_its_own_rows(
     assert reloaded.document_versions() == {"curie": "v1", "einstein": "v1"}
     np.testing.assert_array_equal(reloaded.snapshot.edge_vectors, graph.snapshot.edge_vectors)
     assert reloaded.snapshot.node_keys == graph.snapshot.node_keys
+
+
+def test_the_versions_are_read_while_a_change_is_under_way(
+    tmp_path: Path, embed_fn: EmbedFn
+) -> None:
+    """A change edits the documents' versions in place, not a copy of them all (0.4 s a
+    change at 1,000,000 documents), yet the sync reads them while a change is held in
+    its embedding, without waiting for it: the versions before it, then after it."""
+    entered, release = threading.Event(), threading.Event()
+    holding = False
+
+    def held_embed(texts: Sequence[str]) -> np.ndarray:
+        if holding:
+            entered.set()
+            release.wait(30)
+        return embed_fn(texts)
+
+    graph = KnowledgeGraph(tmp_path / "kg", held_embed)
+    graph.replace_documents({"a": supplied("a", ("Marie Curie", "born in", "Warsaw"))}, {"a": "1"})
+    holding = True
+    change = threading.Thread(
+        target=graph.replace_documents,
+        args=({"b": supplied("b", ("Pierre Curie", "born in", "Paris"))}, {"b": "1", "a": None}),
+    )
+    change.start()
+    try:
+        assert entered.wait(30)
+        read: list[dict[str, str]] = []
+        reader = threading.Thread(target=lambda: read.append(graph.document_versions()))
+        reader.start()
+        reader.join(10)
+        assert read == [{"a": "1"}]
+    finally:
+        release.set()
+        change.join(30)
+    assert graph.document_versions() == {"b": "1"}
 
 
 def test_a_failed_write_leaves_the_file_at_the_last_change(
