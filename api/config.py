@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import shlex
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from limits import parse_many
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from api import config_checks as checks
 from api.logs import LogFormat
 from rag.chat.prompt import PassageOrder
 from rag.knowledge.models import (
@@ -289,78 +288,20 @@ class Settings(BaseSettings):
     @model_validator(mode="before")
     @classmethod
     def _nest_warmup_keywords(cls, data: Any) -> Any:
-        """``Settings(warmup_ttl_s=5)`` sets ``warmup.ttl_s``, as ``WARMRAG_WARMUP_TTL_S`` does:
-        keywords use the environment's names (tests and the benchmark pass them so)."""
-        if not isinstance(data, dict):
-            return data
-        flat = {k[len(_WARMUP) :]: data[k] for k in data if k.startswith(_WARMUP)}
-        if not flat:
-            return data
-        rest = {k: v for k, v in data.items() if not k.startswith(_WARMUP)}
-        nested = rest.get("warmup", {})
-        if isinstance(nested, WarmupSettings):
-            nested = nested.model_dump()
-        rest["warmup"] = {**nested, **flat}
-        return rest
+        """``Settings(warmup_ttl_s=5)`` sets ``warmup.ttl_s``, as ``WARMRAG_WARMUP_TTL_S`` does
+        (tests and the benchmark pass keywords so)."""
+        return checks.nest_prefixed(data, _WARMUP, "warmup")
 
-    @field_validator("admin_token", "qdrant_api_key", mode="after")
-    @classmethod
-    def _blank_token_is_unset(cls, token: SecretStr | None) -> SecretStr | None:
-        if token is None or not token.get_secret_value().strip():
-            return None
-        return SecretStr(token.get_secret_value().strip())
-
-    @field_validator("api_keys", mode="before")
-    @classmethod
-    def _split_keys(cls, value: Any) -> Any:
-        if isinstance(value, SecretStr):
-            value = value.get_secret_value()
-        if isinstance(value, str):
-            value = json.loads(value) if value.lstrip().startswith("[") else value.split(",")
-        if isinstance(value, list | tuple):
-            keys = [k.get_secret_value() if isinstance(k, SecretStr) else k for k in value]
-            return [k.strip() for k in keys if not isinstance(k, str) or k.strip()]
-        return value
-
-    @field_validator("chat_rate_limit", mode="after")
-    @classmethod
-    def _parse_rate(cls, rate: str | None) -> str | None:
-        if rate is None or not rate.strip():
-            return None
-        try:
-            parse_many(rate)
-        except ValueError as exc:
-            raise ValueError(f"not a rate like '5/second;100/minute': {exc}") from None
-        return rate.strip()
-
-    @field_validator("vllm_url", mode="after")
-    @classmethod
-    def _check_vllm_urls(cls, value: str | None) -> str | None:
-        if value is None or not value.strip():
-            return None
-        urls = [u.strip().rstrip("/") for u in value.split(",") if u.strip()]
-        for url in urls:
-            if not url.startswith(("http://", "https://")):
-                raise ValueError(f"not an http(s) URL: {url!r}")
-        if len(set(urls)) != len(urls):
-            raise ValueError("a vLLM URL is listed twice")
-        return ",".join(urls)
-
-    @field_validator("vllm_kv_events_endpoints", mode="after")
-    @classmethod
-    def _check_kv_events_endpoints(cls, value: str | None) -> str | None:
-        if value is None or not value.strip():
-            return None
-        endpoints = [e.strip() for e in value.split(",") if e.strip()]
-        for item in endpoints:
-            publish, _, replay = item.partition("|")
-            for endpoint in filter(None, (publish, replay)):
-                if not endpoint.startswith(("tcp://", "ipc://")):
-                    raise ValueError(f"not a ZMQ endpoint (tcp:// or ipc://): {endpoint!r}")
-            host, _, port = publish.removeprefix("tcp://").rpartition(":")
-            if publish.startswith("tcp://") and not replay and not (host and port.isdigit()):
-                raise ValueError(f"not a ZMQ endpoint like tcp://host:5557: {publish!r}")
-        return ",".join(endpoints)
+    _blank_token_is_unset = field_validator("admin_token", "qdrant_api_key", mode="after")(
+        checks.blank_is_unset
+    )
+    _split_keys = field_validator("api_keys", mode="before")(checks.split_keys)
+    _parse_rate = field_validator("chat_rate_limit", mode="after")(checks.rate)
+    _check_vllm_urls = field_validator("vllm_url", mode="after")(checks.http_urls)
+    _check_kv_events_endpoints = field_validator("vllm_kv_events_endpoints", mode="after")(
+        checks.zmq_endpoints
+    )
+    _check_extra_args = field_validator("vllm_extra_args", mode="after")(checks.shell_words)
 
     @model_validator(mode="after")
     def _kv_events_match_urls(self) -> Settings:
@@ -375,15 +316,6 @@ class Settings(BaseSettings):
     @property
     def kv_events_endpoint_list(self) -> list[str]:
         return self.vllm_kv_events_endpoints.split(",") if self.vllm_kv_events_endpoints else []
-
-    @field_validator("vllm_extra_args", mode="after")
-    @classmethod
-    def _check_extra_args(cls, value: str) -> str:
-        try:
-            shlex.split(value)
-        except ValueError as exc:
-            raise ValueError(f"not shell-quoted flags: {exc}") from None
-        return value
 
     @property
     def vllm_urls(self) -> list[str]:

@@ -5,9 +5,9 @@ and per-client chat limits.
   ``Content-Length`` before a byte is read, or as soon as a chunked body passes the limit;
   nothing is parsed. Starlette has no such limit and the ASGI servers' own limits are off by
   default, so it is a few lines here.
-- ``StrictJSONRoute``: request bodies are decoded with ``rag.knowledge.models.loads_json`` (NaN,
-  Infinity, lone surrogates, NUL, deep nesting refused with a 422 that says where) before
-  FastAPI validates them.
+- ``StrictJSONRoute``: request bodies are decoded with
+  ``rag.knowledge.input_checks.loads_json`` (NaN, Infinity, lone surrogates, NUL, deep
+  nesting refused with a 422 that says where) before FastAPI validates them.
 - ``ChatLimiter``: per-client chat rate (the ``limits`` package's moving window, in memory)
   and chats in flight, each a 429 with Retry-After. slowapi, the FastAPI wrapper of
   ``limits``, wants a decorator with a module-level limiter and its own 429 body; the
@@ -34,7 +34,7 @@ from limits.storage import MemoryStorage
 from limits.strategies import MovingWindowRateLimiter
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from rag.knowledge.models import JSONInputError, loads_json
+from rag.knowledge.input_checks import JSONInputError, loads_json
 
 
 class BodySizeLimit:

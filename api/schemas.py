@@ -20,7 +20,8 @@ from pydantic import (
 )
 
 from rag.chat.results import CacheInfo, FinishReason, Timings
-from rag.knowledge.models import CleanText, DocumentIn, Passage, duplicate_ids
+from rag.knowledge.input_checks import CleanText
+from rag.knowledge.models import DocumentIn, Passage, duplicate_ids
 from warmup.view import WarmupView
 
 MAX_QUESTION_CHARS = 2000

@@ -4,7 +4,7 @@ For each size, vectors drawn like the real corpus's entities (``bench.entity_vec
 coded as a start codes them, turned (``kg.lead_rows``), once with cells (``kg.cells``)
 and once without, and the scale benchmark's questions (``bench.scale_startup``: half
 naming an entity, half the real corpus's) are linked through both, as the selector
-links them (``kg.subgraph.most_similar``: at least 0.5, the best five), one after the
+links them (``kg.links.most_similar``: at least 0.5, the best five), one after the
 other per question. The recall is the share of the entities the full scan links that the
 cells' scan links too: the same measure as the index's recall against exact search.
 
@@ -27,8 +27,8 @@ from bench.entity_vectors import VectorShape, real_entity_shape, real_questions
 from bench.scale_records import EntityCellsRow
 from bench.scale_startup import asked_questions
 from kg.lead_rows import LeadRows
+from kg.links import most_similar
 from kg.rotation import Rotation
-from kg.subgraph import most_similar
 from kg.vector_rows import VectorRows
 from rag.chat.query import retrieval_text
 from rag.knowledge.embedding import shared_embedder

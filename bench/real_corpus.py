@@ -27,7 +27,7 @@ from bench.real_records import CorpusFacts, RealSpec, WordsPerSection
 from bench.retrieval_quality import GoldQuestion
 from bench.workload import TopicStreams, request_streams
 from rag.chat.query import normalize_query
-from rag.knowledge.models import doc_id_problem
+from rag.knowledge.input_checks import doc_id_problem
 
 PACKAGE = "git-doc"
 DOC_ROOT = Path("/usr/share/doc/git/html")

@@ -46,8 +46,8 @@ from bench.paths import REPO, bench_dir
 from bench.strategies import Overrides
 from bench.workload import Workload, WorkloadSpec
 from rag.chat.prompt import PromptBuilder
-from rag.knowledge.base import text_hash
 from rag.knowledge.embedding import shared_embedder
+from rag.knowledge.passages import text_hash
 from rag.llm.bundled_model import ensure_chat_model
 from rag.llm.cpu import CpuFeatures, plan_for
 from rag.llm.server import VLLMServer

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from kg.embeddings import EmbeddingTable, EmbedFn
     from kg.extract import TripleExtractor
     from kg.index import GraphSnapshot
+    from kg.links import LinkedNodes, PassageRef
     from kg.models import (
         MAX_TERM_LENGTH,
         EntityInfo,
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     from kg.nlp import load_nlp
     from kg.normalize import EntityNormalizer, default_normalizer, normalize_entity
     from kg.store import KnowledgeGraph
-    from kg.subgraph import LinkedNodes, PassageRef, SubgraphSelector
+    from kg.subgraph import SubgraphSelector
 
 #: Each exported name and the module that defines it.
 _EXPORTS = {
@@ -50,8 +51,8 @@ _EXPORTS = {
     "default_normalizer": "kg.normalize",
     "normalize_entity": "kg.normalize",
     "KnowledgeGraph": "kg.store",
-    "LinkedNodes": "kg.subgraph",
-    "PassageRef": "kg.subgraph",
+    "LinkedNodes": "kg.links",
+    "PassageRef": "kg.links",
     "SubgraphSelector": "kg.subgraph",
 }
 

@@ -10,12 +10,12 @@ into memory (the disk refused their files then) out to files at its first change
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from kg import axes_file, row_files
 from kg.embeddings import EmbeddingTable, EmbedFn, embed_checked
-from kg.graph_file import Vectors
+from kg.graph_file import GraphChange, Vectors
 from kg.index import GraphSnapshot
 from kg.rotation import Rotation
 
@@ -82,6 +82,25 @@ class GraphTables:
         self.nodes.add(missing_nodes, vectors[: len(missing_nodes)])
         self.triples.add(missing_texts, vectors[len(missing_nodes) :])
         return missing_nodes, missing_texts
+
+    def repair(
+        self, embed: EmbedFn, names: Mapping[str, str], texts: set[str]
+    ) -> GraphChange | None:
+        """Embed the vectors of entities (``names``: key to name) and triple ``texts`` that
+        have none, and drop those of any other key; the change to write, None where there
+        was none. Normally a no-op: a change writes its vectors with its edges (the old
+        layout could lose some in a crash)."""
+        added_nodes, added_texts = self.embed_missing(embed, list(names.items()), list(texts))
+        dropped_nodes = self.nodes.retain(set(names))
+        dropped_texts = self.triples.retain(texts)
+        if not (added_nodes or added_texts or dropped_nodes or dropped_texts):
+            return None
+        return GraphChange(
+            node_vectors=Vectors(added_nodes, self.nodes.gather(added_nodes)),
+            triple_vectors=Vectors(added_texts, self.triples.gather(added_texts)),
+            removed_node_vectors=dropped_nodes,
+            removed_triple_vectors=dropped_texts,
+        )
 
     def keep_axes(self, snapshot: GraphSnapshot) -> None:
         """Keep the entity codes' rotation for the next start (``kg.axes_file.keep``)."""

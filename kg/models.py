@@ -59,8 +59,14 @@ class Triple(BaseModel):
         return triple_text(self.subject, self.predicate, self.object)
 
 
+#: Decimals a selection's scores are rounded to (``kg.subgraph``, ``kg.links``, ``kg.paths``),
+#: so that last-bit float noise can never reorder ties.
+SCORE_DECIMALS = 6
+
+
 class ScoredTriple(BaseModel):
-    """A triple chosen for a question, with its relevance score and provenance."""
+    """A triple chosen for a question, with its relevance score (``SCORE_DECIMALS``) and
+    provenance."""
 
     model_config = ConfigDict(frozen=True)
 

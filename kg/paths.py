@@ -38,9 +38,8 @@ import numpy as np
 
 from kg.index import GraphSnapshot
 from kg.intent import RelationIntent
+from kg.models import SCORE_DECIMALS
 from kg.snapshot_lists import take
-
-SCORE_DECIMALS = 6
 
 
 @dataclass(frozen=True)

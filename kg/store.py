@@ -387,20 +387,7 @@ class KnowledgeGraph:
         )
 
     def _repair_vectors(self, names: Mapping[str, str], texts: set[str]) -> None:
-        """Embed vectors that are missing, drop orphaned ones (normally a no-op: a change
-        writes its vectors with its edges; the old layout could lose some in a crash)."""
-        tables = self._tables
-        added_nodes, added_texts = tables.embed_missing(
-            self._embed, list(names.items()), list(texts)
-        )
-        dropped_nodes = tables.nodes.retain(set(names))
-        dropped_texts = tables.triples.retain(texts)
-        if self._autosave and (added_nodes or added_texts or dropped_nodes or dropped_texts):
-            self._write(
-                GraphChange(
-                    node_vectors=Vectors(added_nodes, tables.nodes.gather(added_nodes)),
-                    triple_vectors=Vectors(added_texts, tables.triples.gather(added_texts)),
-                    removed_node_vectors=dropped_nodes,
-                    removed_triple_vectors=dropped_texts,
-                )
-            )
+        """Embed vectors that are missing, drop orphaned ones (``GraphTables.repair``)."""
+        change = self._tables.repair(self._embed, names, texts)
+        if self._autosave and change is not None:
+            self._write(change)

@@ -1,12 +1,12 @@
 """Choose the few triples worth putting in a question's prompt.
 
-1. Link the question to nodes, three ways: (a) word n-grams of the question whose normalized
-   form is a node key (tokenizer + lemma tables only, ~0.1 ms; a full parse would cost ~6 ms);
-   (b) nodes on edges that came from the retrieved passages' chunks (a triple supplied for a
-   whole document counts for any passage of that document); (c) the few nodes whose name
-   embedding is closest to the question embedding, above a threshold (found through the
-   vectors' int8 codes, then scored exactly: ``VectorRows.candidates``). (a) and (c) need
-   only the question (``link_question``): the retriever makes them while the index
+1. Link the question to nodes (``kg.links``), three ways: (a) word n-grams of the question
+   whose normalized form is a node key (tokenizer + lemma tables only, ~0.1 ms; a full parse
+   would cost ~6 ms); (b) nodes on edges that came from the retrieved passages' chunks (a
+   triple supplied for a whole document counts for any passage of that document); (c) the few
+   nodes whose name embedding is closest to the question embedding, above a threshold (found
+   through the vectors' int8 codes, then scored exactly: ``VectorRows.candidates``). (a) and
+   (c) need only the question (``link_question``): the retriever makes them while the index
    searches for its passages.
 2. Gather candidate edges: the passages' edges, then edges touching linked nodes (hop 1), then
    edges touching their neighbours (hop 2), in that order, stopping at a fixed cap so that a
@@ -24,81 +24,24 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 
 from kg.embeddings import normalize_rows
 from kg.index import GraphSnapshot
 from kg.intent import RelationIntent
-from kg.models import ScoredTriple, TripleSource
+from kg.links import (
+    LinkedNodes,
+    PassageLike,
+    QuestionLinks,
+    most_similar,
+    with_passages,
+)
+from kg.models import SCORE_DECIMALS, ScoredTriple, TripleSource
 from kg.normalize import EntityNormalizer
 from kg.paths import DEFAULT_WEIGHTS, PathWeights, rank_paths
 from kg.row_matrix import dot_rows
 from kg.store import KnowledgeGraph
-from kg.vector_rows import VectorRows
-
-SCORE_DECIMALS = 6
-"""Scores are rounded so that last-bit float noise can never reorder ties."""
-
-
-class PassageRef(Protocol):
-    """Anything with the provenance of a retrieved passage
-    (e.g. ``rag.knowledge.models.Passage``)."""
-
-    @property
-    def doc_id(self) -> str: ...
-
-    @property
-    def chunk_id(self) -> str: ...
-
-
-PassageLike = PassageRef | tuple[str, str]
-
-
-@dataclass(frozen=True)
-class LinkedNodes:
-    """Which nodes a question linked to, by route (node indices into the snapshot)."""
-
-    lexical: list[int]
-    similar: list[int]
-    passage: list[int]
-    passage_edges: np.ndarray
-
-    def seeds(self) -> list[int]:
-        """All linked nodes, most specific route first, each once."""
-        return list(dict.fromkeys([*self.lexical, *self.similar, *self.passage]))
-
-
-@dataclass(frozen=True)
-class QuestionLinks:
-    """A question's links to the graph that need no passages (steps 1(a) and 1(c)), read
-    from one snapshot: the retriever makes them while the question's passages are
-    searched, and the rest of the selection reads the same snapshot."""
-
-    snap: GraphSnapshot
-    query: np.ndarray
-    lexical: list[int]
-    similar: list[int]
-
-
-def most_similar(vectors: VectorRows, query: np.ndarray, threshold: float, count: int) -> list[int]:
-    """The items of ``vectors`` a question links by embedding: those scoring at least
-    ``threshold`` with ``query``, the best ``count``, best first (equal scores, to six
-    places, by item: node order is key order)."""
-    if count <= 0 or vectors.shape[0] == 0:
-        return []
-    # The few that can be among the best, scored exactly (from int8 codes: a scan of
-    # every float32 vector was 161 ms and 3.2 GB of pages a question at 1M chunks).
-    items, sims = vectors.candidates(query, threshold, count)
-    kept = sims >= threshold
-    above = items[kept]
-    if above.size == 0:
-        return []
-    rounded = np.round(sims[kept], SCORE_DECIMALS)
-    order = np.lexsort((above, -rounded))[:count]
-    return [int(i) for i in above[order]]
 
 
 class SubgraphSelector:
@@ -181,7 +124,7 @@ class SubgraphSelector:
         if snap.edge_count == 0:
             return [], frozenset()
         query = links.query
-        linked = self._with_passages(links, passages)
+        linked = with_passages(links, passages)
         candidates = self.candidate_edges(snap, linked)
         if candidates.size == 0:
             return [], frozenset()
@@ -234,22 +177,7 @@ class SubgraphSelector:
         snap: GraphSnapshot | None = None,
     ) -> LinkedNodes:
         """Link the question to graph nodes by words, passages and embedding similarity."""
-        return self._with_passages(self.link_question(question, query, snap), passages)
-
-    @staticmethod
-    def _with_passages(links: QuestionLinks, passages: Sequence[PassageLike]) -> LinkedNodes:
-        """Step 1(b) added to the question's own links."""
-        snap = links.snap
-        passage_edges = _passage_edges(snap, passages)
-        passage_nodes = np.stack(
-            [snap.edge_subject[passage_edges], snap.edge_object[passage_edges]], axis=1
-        ).ravel()
-        return LinkedNodes(
-            lexical=links.lexical,
-            similar=links.similar,
-            passage=list(dict.fromkeys(passage_nodes.tolist())),
-            passage_edges=passage_edges,
-        )
+        return with_passages(self.link_question(question, query, snap), passages)
 
     def _similar_nodes(self, snap: GraphSnapshot, query: np.ndarray) -> list[int]:
         return most_similar(
@@ -353,29 +281,6 @@ class SubgraphSelector:
                 if len(best) == max_triples:
                     break
         return best
-
-
-def _passage_edges(snap: GraphSnapshot, passages: Sequence[PassageLike]) -> np.ndarray:
-    """Edges from the passages' chunks, plus document-level edges of the passages' docs."""
-    parts: list[np.ndarray] = []
-    docs: list[str] = []
-    for passage in passages:
-        doc_id, chunk_id = (
-            passage if isinstance(passage, tuple) else (passage.doc_id, passage.chunk_id)
-        )
-        edges = snap.chunks.edges(doc_id, chunk_id)
-        if edges is not None:
-            parts.append(edges)
-        docs.append(doc_id)
-    for doc_id in dict.fromkeys(docs):
-        edges = snap.chunks.edges(doc_id, None)
-        if edges is not None:
-            parts.append(edges)
-    if not parts:
-        return np.zeros(0, dtype=np.int64)
-    merged = np.concatenate(parts)
-    _, first = np.unique(merged, return_index=True)
-    return merged[np.sort(first)]
 
 
 def _unique_in_order(values: np.ndarray) -> np.ndarray:

@@ -22,8 +22,9 @@ import anyio
 
 from rag.chat.change_rule import ChangeRule, ContextBars
 from rag.chat.prompt import PromptPrefix
-from rag.knowledge.base import KnowledgeBase, text_hash
+from rag.knowledge.base import KnowledgeBase
 from rag.knowledge.models import ChangeSet
+from rag.knowledge.passages import text_hash
 from warmup.context import ContextResolver
 from warmup.detector import ChangeDetector
 from warmup.heat import Heat

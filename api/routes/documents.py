@@ -27,7 +27,8 @@ from rag.knowledge.files import (
     UnsupportedFileTypeError,
     documents_from_bytes,
 )
-from rag.knowledge.models import DOC_ID_DESCRIPTION, DocId, DocumentIn, duplicate_ids
+from rag.knowledge.input_checks import DOC_ID_DESCRIPTION, DocId
+from rag.knowledge.models import DocumentIn, duplicate_ids
 
 router = APIRouter(
     prefix="/admin/documents",

@@ -12,7 +12,8 @@ from api.deps import AdminDep, GraphDep, KBDep, RetrieverDep
 from api.routes.documents import PathDocId
 from api.schemas import ADMIN_ERRORS, Question, error_responses
 from kg.models import EntityInfo, Neighbourhood, ScoredTriple, Triple
-from rag.knowledge.models import CleanText, Passage
+from rag.knowledge.input_checks import CleanText
+from rag.knowledge.models import Passage
 
 router = APIRouter(
     prefix="/admin/kg",

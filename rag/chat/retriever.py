@@ -10,7 +10,7 @@ from typing import Protocol
 
 import numpy as np
 
-from kg.subgraph import QuestionLinks
+from kg.links import QuestionLinks
 from rag.chat.identifiers import IdentifierMatcher, promote
 from rag.chat.query import retrieval_text
 from rag.chat.windows import PassageWindows

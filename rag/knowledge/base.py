@@ -11,7 +11,6 @@ failed) removes those the mode may remove.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 import warnings
@@ -20,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 from llama_index.core import Document
-from llama_index.core.schema import BaseNode, MetadataMode
+from llama_index.core.schema import BaseNode
 from qdrant_client import QdrantClient
 
 from rag.knowledge.chunking import HEADING_PATH_KEY
@@ -29,7 +28,6 @@ from rag.knowledge.embedding import Embedder
 from rag.knowledge.faults import checkpoint
 from rag.knowledge.ingest import (
     CHUNK_INDEX_KEY,
-    DOC_HASH_KEY,
     build_pipeline,
     document_hash,
     to_llama_document,
@@ -44,6 +42,7 @@ from rag.knowledge.models import (
     Passage,
     StoredChunk,
 )
+from rag.knowledge.passages import node_text, passages_from_hits
 from rag.knowledge.state import KBState, Triples
 from rag.knowledge.vectors import QdrantIndex, VectorIndex
 
@@ -52,10 +51,6 @@ log = logging.getLogger(__name__)
 # QdrantVectorStore creates a payload index that local mode ignores, with a warning
 # on every open; where an operator chose local mode, the warning is noise.
 warnings.filterwarnings("ignore", message="Payload indexes have no effect in the local Qdrant")
-
-
-def text_hash(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 class DocumentNotFoundError(KeyError):
@@ -205,7 +200,7 @@ class KnowledgeBase:
         return [
             StoredChunk(
                 n.node_id,
-                _text(n),
+                node_text(n),
                 getattr(n, "start_char_idx", None),
                 n.metadata.get(HEADING_PATH_KEY) or None,
                 n.metadata.get("title") or None,
@@ -261,7 +256,7 @@ class KnowledgeBase:
             self._index_new_chunks()
             texts: dict[str, list[tuple[str, str]]] = {}
             for n in nodes:  # in document order: ``ChunkIdentity`` numbered them so
-                texts.setdefault(n.ref_doc_id or "", []).append((n.node_id, _text(n)))
+                texts.setdefault(n.ref_doc_id or "", []).append((n.node_id, node_text(n)))
             return ChangeSet(
                 added=added,
                 updated=updated,
@@ -372,50 +367,23 @@ class KnowledgeBase:
     # ----- reads --------------------------------------------------------------
 
     def retrieve(self, query_embedding: np.ndarray, top_k: int = 3) -> list[Passage]:
-        """Top-k chunks by cosine similarity, best first.
-
-        A chunk whose document hash is not the docstore's current one (left by a
-        write that crashed or whose clean-up failed) is skipped: deleted or replaced
-        text is never retrievable, whatever the index still holds."""
+        """Top-k chunks by cosine similarity, best first; a chunk no committed document
+        version owns is skipped (``passages_from_hits``)."""
         with self._lock:
             if not self.index.exists():
                 return []
             fetch = top_k + (16 if self._needs_reconcile else 2)
             hits = self.index.search(query_embedding.tolist(), fetch, self._strategy.visible())
-            # A reader without the lease knows only what was there at its start: it
-            # trusts the committed points (Qdrant filtered out unfinished writes).
+            # A reader without the lease knows only what was there at its start.
             trust_points = not self.writable
             current = {
                 d: self._state.docstore.get_document_hash(d)
                 for d in {h.node.ref_doc_id or "" for h in hits}
             }
-        passages = []
-        for hit in hits:
-            node, score = hit.node, hit.score
-            doc_id = node.ref_doc_id or ""
-            known = current.get(doc_id)
-            stale = known is None or known != node.metadata.get(DOC_HASH_KEY)
-            if stale and not trust_points:
-                continue
-            text = _text(node)
-            passages.append(
-                Passage(
-                    doc_id=doc_id,
-                    chunk_id=node.node_id,
-                    text=text,
-                    score=round(float(score), 6),
-                    content_hash=text_hash(text),
-                )
-            )
-        return passages[:top_k]
+        return passages_from_hits(hits, current, top_k, trust_points=trust_points)
 
     def count_chunks(self) -> int:
         with self._lock:
             if not self.index.exists():
                 return 0
             return self.index.count(self._strategy.visible())
-
-
-def _text(node: BaseNode) -> str:
-    """A chunk's text alone, as the prompt shows it (without the embedded title)."""
-    return node.get_content(metadata_mode=MetadataMode.NONE)

@@ -15,7 +15,8 @@ from pathlib import Path, PurePosixPath
 
 from pydantic import ValidationError
 
-from rag.knowledge.models import DocumentIn, loads_json
+from rag.knowledge.input_checks import loads_json
+from rag.knowledge.models import DocumentIn
 from rag.knowledge.readers import TEXT_SUFFIXES, UnreadableFileError, read_document
 
 SAMPLE_KB_DIR = Path(__file__).resolve().parent / "sample_kb"

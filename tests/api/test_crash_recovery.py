@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 
 from api.runtime import Runtime
-from rag.knowledge.base import text_hash
 from rag.knowledge.embedding import Embedder, shared_embedder
 from rag.knowledge.faults import DELETE_POINTS, INGEST_POINTS
 from rag.knowledge.ingest import DOC_HASH_KEY, document_hash
 from rag.knowledge.models import DEFAULT_CHUNKING
+from rag.knowledge.passages import text_hash
 from tests.api import crash_child
 from tests.api.crash_child import QUESTION, ZORN_V1, ZORN_V2, settings
 from tests.fakes import FakeEngine

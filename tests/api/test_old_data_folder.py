@@ -20,9 +20,9 @@ from pathlib import Path
 
 from api.config import Settings
 from api.stores import build_knowledge
-from rag.knowledge.base import text_hash
 from rag.knowledge.embedding import Embedder
 from rag.knowledge.models import DocumentIn, EmbeddingPrecision
+from rag.knowledge.passages import text_hash
 from rag.knowledge.service import KnowledgeService
 from warmup.store import WarmupStore
 

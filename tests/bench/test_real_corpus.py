@@ -30,7 +30,7 @@ from bench.retrieval_quality import (
 )
 from bench.workload import AnyWorkload, Topic, Workload, WorkloadSpec, towns
 from rag.chat.query import normalize_query
-from rag.knowledge.models import doc_id_problem
+from rag.knowledge.input_checks import doc_id_problem
 
 FILLER = " ".join(f"word{i}" for i in range(60))
 

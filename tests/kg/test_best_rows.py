@@ -18,8 +18,8 @@ from kg.best_rows import FIRST, Best, can_be_best
 from kg.code_parts import screen
 from kg.embeddings import EmbeddingTable, normalize_rows
 from kg.lead_rows import LeadRows, fit_rotation
+from kg.links import most_similar
 from kg.row_matrix import dot_rows
-from kg.subgraph import most_similar
 from kg.vector_rows import VectorRows
 from tests.kg.kg_testdata import ROW_DIM, candidates_choice, full_scan_choice, supplied
 

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from qdrant_client import QdrantClient
 
+from kg.links import QuestionLinks
 from kg.models import ScoredTriple
-from kg.subgraph import QuestionLinks
 from rag.chat.query import normalize_query, retrieval_text
 from rag.chat.retriever import Retriever
 from rag.knowledge.base import KnowledgeBase
