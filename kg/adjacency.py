@@ -11,7 +11,7 @@ took 1.3 s of a one-document change at 1,000,000 chunks (3.2 million edges); pat
 
 from __future__ import annotations
 
-from typing import Any
+from typing import NamedTuple
 
 import numpy as np
 
@@ -24,7 +24,14 @@ At 3.2 million edges and 2.1 million nodes (2026-12-07, AVX2 EPYC): the patch 0.
 with up to 16,000 entries merged, about 4 µs an entry beyond the first; sorting all 1.3 s."""
 
 
-def csr(subject: np.ndarray, obj: np.ndarray, node_count: int) -> dict[str, Any]:
+class Csr(NamedTuple):
+    """Each node's edges: those of node n are ``edges[ptr[n]:ptr[n+1]]``, ascending."""
+
+    ptr: np.ndarray
+    edges: np.ndarray
+
+
+def csr(subject: np.ndarray, obj: np.ndarray, node_count: int) -> Csr:
     """Adjacency (both directions) as CSR: edges of node n are edges[ptr[n]:ptr[n+1]],
     ascending; a self-loop is listed once."""
     edge_ids = np.arange(len(subject), dtype=INDEX)
@@ -32,18 +39,18 @@ def csr(subject: np.ndarray, obj: np.ndarray, node_count: int) -> dict[str, Any]
     nodes = np.concatenate([subject, obj[~loops]])
     edges = np.concatenate([edge_ids, edge_ids[~loops]])
     order = np.lexsort((edges, nodes))
-    return {"adjacency_ptr": _ptr(nodes, node_count), "adjacency_edges": edges[order]}
+    return Csr(_ptr(nodes, node_count), edges[order])
 
 
 def patched_csr(
-    before: tuple[np.ndarray, np.ndarray],
+    before: Csr,
     dropped: tuple[np.ndarray, np.ndarray],
     nodes_moved: np.ndarray,
     moves: Moves,
     ends: tuple[np.ndarray, np.ndarray],
     node_count: int,
-) -> dict[str, Any]:
-    """``csr`` after a change, from the adjacency before it (``before``: ptr, edges), the
+) -> Csr:
+    """``csr`` after a change, from the adjacency before it (``before``), the
     dropped edges' (subject, object) before it, each old node's number after it (-1:
     gone, which only a node left without edges may be), the change's edge moves, and
     every edge's (subject, object) after it: the same arrays, without sorting them all.
@@ -77,7 +84,7 @@ def patched_csr(
     new_ptr = np.zeros(node_count + 1, INDEX)
     np.cumsum(counts + np.bincount(add_nodes, minlength=node_count), out=new_ptr[1:])
     merged = np.insert(renumbered, at[order], add_edges[order])
-    return {"adjacency_ptr": new_ptr, "adjacency_edges": merged}
+    return Csr(new_ptr, merged)
 
 
 def _incidences(subject: np.ndarray, obj: np.ndarray, node_count: int) -> np.ndarray:

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from kg.adjacency import csr, patched_csr
+from kg.adjacency import Csr, csr, patched_csr
 from kg.edge_lists import ChunkIndex
 from kg.embeddings import EmbeddingTable
 from kg.models import EdgeRow
@@ -192,6 +192,7 @@ class GraphSnapshot:
         obj = np.fromiter((node_index[r[2]] for r in rows), INDEX, len(rows))
         del node_index
         lists: dict[str, Any] = edge_lists(rows)
+        adjacency = csr(subject, obj, len(node_keys))
         return cls(
             node_keys=node_keys,
             node_names=[names[key] for key in node_keys],
@@ -203,7 +204,8 @@ class GraphSnapshot:
             predicate_keys=list(predicate_ids),
             edge_group=_groups(subject, pid, obj),
             edge_vectors=VectorRows.of(triples, lists["edge_text"]),
-            **csr(subject, obj, len(node_keys)),
+            adjacency_ptr=adjacency.ptr,
+            adjacency_edges=adjacency.edges,
             chunks=ChunkIndex.of(lists["edge_doc"], lists["edge_chunk"]),
             **lists,
         )
@@ -295,6 +297,14 @@ class GraphSnapshot:
             }
             for at, name in renamed.items():
                 lists["node_names"][at] = name
+        adjacency = patched_csr(
+            Csr(self.adjacency_ptr, self.adjacency_edges),
+            (self.edge_subject[gone_edges], self.edge_object[gone_edges]),
+            renumber,
+            moves,
+            (subject, obj),
+            node_count,
+        )
         return GraphSnapshot(
             node_vectors=_spliced(
                 self.node_vectors, nodes, keep_node, slots, new_keys, lists["node_keys"]
@@ -307,14 +317,8 @@ class GraphSnapshot:
             edge_vectors=_spliced(
                 self.edge_vectors, triples, keep, positions, added["edge_text"], lists["edge_text"]
             ),
-            **patched_csr(
-                (self.adjacency_ptr, self.adjacency_edges),
-                (self.edge_subject[gone_edges], self.edge_object[gone_edges]),
-                renumber,
-                moves,
-                (subject, obj),
-                node_count,
-            ),
+            adjacency_ptr=adjacency.ptr,
+            adjacency_edges=adjacency.edges,
             chunks=self.chunks.apply(change.removed_docs, moves, [(r[3], r[8]) for r in rows]),
             **lists,
             strings=strings,

@@ -58,7 +58,7 @@ def test_a_patched_adjacency_is_the_one_sorted_whole(
         )
         gone = ~moves.keep
         patched = patched_csr(
-            (before["adjacency_ptr"], before["adjacency_edges"]),
+            before,
             (subject[gone], obj[gone]),
             nodes_moved,
             moves,
@@ -66,9 +66,9 @@ def test_a_patched_adjacency_is_the_one_sorted_whole(
             new_count,
         )
         whole = csr(*after, new_count)
-        for name in ("adjacency_ptr", "adjacency_edges"):
-            np.testing.assert_array_equal(patched[name], whole[name], err_msg=name)
-            assert patched[name].dtype == INDEX, name
+        for name in ("ptr", "edges"):
+            np.testing.assert_array_equal(getattr(patched, name), getattr(whole, name), name)
+            assert getattr(patched, name).dtype == INDEX, name
 
 
 def test_edge_moves_number_the_edges_as_np_insert_places_them() -> None:
