@@ -17,8 +17,8 @@ from kg import EmbedFn, KnowledgeGraph
 from kg.file_matrix import FileMatrix
 from kg.snapshot_file import FILE, VECTOR_FILE
 from tests.kg.kg_testdata import supplied
+from tests.kg.snapshot_checks import assert_coded, codes_made
 from tests.kg.test_kg_load import assert_same_snapshot, saved  # noqa: F401  (the fixture)
-from tests.kg.test_snapshot_file import assert_coded, codes_made
 
 
 def test_a_start_after_a_crash_moves_the_vectors_it_read_into_mapped_files(

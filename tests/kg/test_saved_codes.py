@@ -23,7 +23,7 @@ from kg.vector_rows import VectorRows
 from tests.kg.kg_testdata import supplied
 from tests.kg.test_cells import ShapedEmbed, few_cells  # noqa: F401  (the fixture)
 from tests.kg.test_kg_load import assert_same_snapshot
-from tests.kg.test_snapshot_file import as_format_5, write_snapshot
+from tests.kg.test_snapshot_formats import as_format_5, write_snapshot
 
 
 def codes_made(monkeypatch: pytest.MonkeyPatch) -> list[int]:

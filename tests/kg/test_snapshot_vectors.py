@@ -16,8 +16,8 @@ from kg.file_matrix import FileMatrix
 from kg.row_matrix import RowMatrix
 from kg.saved_vectors import write_gathered
 from tests.kg.kg_testdata import supplied
+from tests.kg.snapshot_checks import SNAPSHOT_FILES
 from tests.kg.test_kg_load import assert_same_snapshot, saved  # noqa: F401  (the fixture)
-from tests.kg.test_snapshot_file import SNAPSHOT_FILES
 
 DIM = 8
 
