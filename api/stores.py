@@ -98,4 +98,8 @@ def build_knowledge(settings: Settings, embedder: Embedder) -> KnowledgeService:
     )
     graph = KnowledgeGraph(s.data_dir / "kg", embedder.embed_texts, load=False)
     extractor = TripleExtractor() if s.kg_extraction else None
-    return KnowledgeService(kb, GraphSync(kb, graph, extractor, load=False))
+    return KnowledgeService(
+        kb,
+        GraphSync(kb, graph, extractor, load=False),
+        parse_beside=s.kg_parse_beside_embedding,
+    )

@@ -79,6 +79,9 @@ class IngestRate(Record):
     end_to_end: RunRate
     triples: int
     nodes: int
+    #: The whole ingest again, the graph's parse beside the chunks' embedding
+    #: (``Settings.kg_parse_beside_embedding``); None where not run.
+    parse_beside: RunRate | None = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property

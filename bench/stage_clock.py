@@ -5,7 +5,10 @@ the callables ``StageClock.timed`` wraps for it (a function the product is hande
 as the knowledge graph's embedding function). ``StageClock`` wraps the methods for the
 length of a ``with`` block and puts the originals back after, so production code carries
 no timing hooks. Wall and CPU seconds are both kept: on a shared machine wall time
-includes waiting for a core, CPU time does not.
+includes waiting for a core, CPU time does not. Stages that run side by side in threads
+(the graph's parse beside the chunks' embedding, ``KnowledgeService.parse_beside``)
+overlap: their wall seconds can sum past the whole, and CPU seconds are the process's,
+so each counts the other's too.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ import statistics
 from collections.abc import Sequence
 
 from bench.measure import RequestRecord, summarize
-from bench.real_records import BreakdownMedian, IngestRate, RealResult
+from bench.real_records import BreakdownMedian, IngestRate, RealResult, RunRate
 from bench.report.tables import change_table
 from bench.report.tables import table as _table
 from bench.report.targets import OURS, PLAIN, Target, target
@@ -259,11 +259,13 @@ def _ingest_markdown(rate: IngestRate | None) -> list[str]:
     if not rate:
         return []
     raw = rate.raw
-    runs = (
+    runs: list[tuple[str, RunRate]] = [
         ("raw embedding of the chunk texts", raw),
         ("knowledge base alone (split, embed, Qdrant, docstore)", rate.chunk_only),
         ("whole ingest (with graph extraction and embeddings)", rate.end_to_end),
-    )
+    ]
+    if rate.parse_beside is not None:
+        runs.append(("whole ingest, the graph's parse beside the embedding", rate.parse_beside))
     lines = [f"Ingest of the {rate.documents} sections (one process, no HTTP):", ""]
     lines += _table(
         ["run", "seconds", "chunks/s", "of raw"],

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 from llama_index.core import Document
+from llama_index.core.ingestion import run_transformations
 from llama_index.core.schema import BaseNode
 from qdrant_client import QdrantClient
 
@@ -51,6 +52,11 @@ log = logging.getLogger(__name__)
 # QdrantVectorStore creates a payload index that local mode ignores, with a warning
 # on every open; where an operator chose local mode, the warning is noise.
 warnings.filterwarnings("ignore", message="Payload indexes have no effect in the local Qdrant")
+
+
+#: What ``KnowledgeBase.upsert`` hands a write's new chunks to before it embeds them:
+#: each document's (chunk_id, text), in document order.
+ChunksHook = Callable[[dict[str, list[tuple[str, str]]]], None]
 
 
 class DocumentNotFoundError(KeyError):
@@ -210,12 +216,19 @@ class KnowledgeBase:
 
     # ----- writes -------------------------------------------------------------
 
-    def upsert(self, documents: Sequence[DocumentIn]) -> ChangeSet:
+    def upsert(
+        self, documents: Sequence[DocumentIn], on_chunked: ChunksHook | None = None
+    ) -> ChangeSet:
         """Add new documents, replace changed ones, skip unchanged ones (embedding nothing).
 
         Embedding happens before any write, so a failure there stores nothing. It
         also happens outside the read lock: chats retrieve while a large document
         is embedded, and wait at most for the commit itself.
+
+        ``on_chunked`` is handed the new chunks, as ``ChangeSet.chunk_texts`` will hold
+        them (the added documents first, then the updated ones), once they are cut and
+        before they are embedded: work on them can run beside the embedding
+        (``rag.knowledge.service``). It must not block.
         """
         with self._writer:
             self._state = self._strategy.take_writer(self._state)  # or CollectionLeasedError
@@ -238,7 +251,15 @@ class KnowledgeBase:
                     return ChangeSet(unchanged=unchanged, kb_version=self._state.version)
                 old_chunks = [c for doc_id in updated for c in self.chunk_ids(doc_id)]
 
-            nodes = list(self._pipeline.run(documents=todo))
+            *cut, embed = self._pipeline.transformations
+            nodes = list(run_transformations(todo, cut))
+            texts: dict[str, list[tuple[str, str]]] = {}
+            for n in nodes:  # in document order: ``ChunkIdentity`` numbered them so
+                texts.setdefault(n.ref_doc_id or "", []).append((n.node_id, node_text(n)))
+            texts = {d: texts[d] for d in [*added, *updated] if d in texts}
+            if on_chunked is not None:
+                on_chunked(texts)
+            nodes = list(embed(nodes))
             stale = sorted(set(old_chunks) - {n.node_id for n in nodes})
             with self._lock:
                 self._strategy.stage(self._state, nodes, triples)
@@ -254,9 +275,6 @@ class KnowledgeBase:
             self._remove_chunks([n.node_id for n in nodes], stale)
             checkpoint("ingest.old_chunks_removed")
             self._index_new_chunks()
-            texts: dict[str, list[tuple[str, str]]] = {}
-            for n in nodes:  # in document order: ``ChunkIdentity`` numbered them so
-                texts.setdefault(n.ref_doc_id or "", []).append((n.node_id, node_text(n)))
             return ChangeSet(
                 added=added,
                 updated=updated,

@@ -5,7 +5,9 @@ Write order and recovery, in one place:
 1. One write at a time (a lock held in a worker thread, never on the event loop).
 2. The knowledge base commits (``KnowledgeBase``: new chunks, then the docstore
    file, then old chunks removed). The docstore file is the commit point: a crash
-   before it leaves the old version, after it the new one.
+   before it leaves the old version, after it the new one. With ``parse_beside``, an
+   ingest's new chunks are parsed for the graph while they are embedded
+   (``GraphSync.parse_ahead``), which writes nothing.
 3. The graph is brought in step with the committed documents (``GraphSync``). A
    crash before that is repaired at the next open: ``GraphSync.reconcile`` re-syncs
    every document whose graph state differs from the docstore.
@@ -25,20 +27,29 @@ import anyio
 
 from rag.knowledge.base import KnowledgeBase
 from rag.knowledge.faults import checkpoint
-from rag.knowledge.graph_sync import GraphSync
+from rag.knowledge.graph_sync import GraphSync, ParsedAhead
 from rag.knowledge.models import ChangeSet, DocumentIn
 
 log = logging.getLogger(__name__)
 
 ChangeListener = Callable[[ChangeSet], None]
+#: A write on the knowledge base: its change, and the parse of its new chunks begun
+#: beside it, if any.
+Write = Callable[[], tuple[ChangeSet, ParsedAhead | None]]
 
 
 class KnowledgeService:
     """Owns every change to the knowledge base and the graph derived from it."""
 
-    def __init__(self, kb: KnowledgeBase, graph_sync: GraphSync) -> None:
+    def __init__(
+        self, kb: KnowledgeBase, graph_sync: GraphSync, *, parse_beside: bool = False
+    ) -> None:
+        """``parse_beside``: parse an ingest's chunks for the graph in a thread of their
+        own while the knowledge base embeds them (``Settings.kg_parse_beside_embedding``
+        says what that costs chats); else after the commit, in the write's thread."""
         self.kb = kb
         self.graph_sync = graph_sync
+        self.parse_beside = parse_beside
         self._write_lock = threading.Lock()
         self._listeners: list[ChangeListener] = []
 
@@ -61,13 +72,32 @@ class KnowledgeService:
 
     async def ingest(self, documents: Sequence[DocumentIn]) -> ChangeSet:
         """Upsert by content hash; unchanged documents embed nothing."""
-        return await self._write(lambda: self.kb.upsert(documents), "ingest")
+        return await self._write(lambda: self._upsert(documents), "ingest")
 
     async def delete(self, doc_id: str) -> ChangeSet:
         """Remove a document, its chunks and its triples (``DocumentNotFoundError`` if unknown)."""
-        return await self._write(lambda: self.kb.delete(doc_id), "delete")
+        return await self._write(lambda: (self.kb.delete(doc_id), None), "delete")
 
-    async def _write(self, operation: Callable[[], ChangeSet], kind: str) -> ChangeSet:
+    def _upsert(self, documents: Sequence[DocumentIn]) -> tuple[ChangeSet, ParsedAhead | None]:
+        """``KnowledgeBase.upsert``, its new chunks parsed for the graph while it embeds
+        them where ``parse_beside``; a failed upsert waits for that parse before it raises."""
+        if not self.parse_beside:
+            return self.kb.upsert(documents), None
+        ahead: list[ParsedAhead] = []
+
+        def parse(chunks: dict[str, list[tuple[str, str]]]) -> None:
+            if (parsing := self.graph_sync.parse_ahead(chunks)) is not None:
+                ahead.append(parsing)
+
+        try:
+            change = self.kb.upsert(documents, on_chunked=parse)
+        except BaseException:
+            for parsing in ahead:
+                parsing.settle()
+            raise
+        return change, ahead[0] if ahead else None
+
+    async def _write(self, operation: Write, kind: str) -> ChangeSet:
         change = await anyio.to_thread.run_sync(self._locked_write, operation, kind)
         for listener in self._listeners:
             try:
@@ -76,12 +106,12 @@ class KnowledgeService:
                 log.exception("change listener failed for kb_version %d", change.kb_version)
         return change
 
-    def _locked_write(self, operation: Callable[[], ChangeSet], kind: str) -> ChangeSet:
+    def _locked_write(self, operation: Write, kind: str) -> ChangeSet:
         with self._write_lock:
-            change = operation()
+            change, ahead = operation()
             if change.changed:
                 try:
-                    self.graph_sync.apply(change)
+                    self.graph_sync.apply(change, ahead)
                 except Exception:
                     # Committed in the knowledge base; the graph in memory may be behind
                     # only if the sync failed before its swap. Re-sync from the KB now;

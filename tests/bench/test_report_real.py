@@ -143,7 +143,18 @@ def test_a_real_only_run_reports_its_changes_and_ingest_and_skips_the_rest(tmp_p
     assert "Knowledge-base changes (requests to the changed contexts after)" in text
     assert "| 4. s | 1 changed |" in text
     assert "| whole ingest (with graph extraction and embeddings) | 100.0 | 1.0 | 60.0% |" in text
+    assert "parse beside" not in text  # a run before it: no row
     assert "## Plots" not in text
+
+
+def test_the_ingest_with_the_parse_beside_the_embedding_has_its_row(tmp_path: Path) -> None:
+    data = real(120.0, 0.8)
+    data["real"]["ingest_rate"] = ingest_rate(60.0, 100.0)
+    data["real"]["ingest_rate"]["parse_beside"] = ingest_rate(60.0, 80.0)["end_to_end"]
+    write_report(parsed(data), tmp_path / "run")
+    text = (tmp_path / "run" / "report.md").read_text()
+    row = "| whole ingest, the graph's parse beside the embedding | 80.0 | 1.2 | 75.0% |"
+    assert row in text
 
 
 def test_int8s_ingest_is_reported_against_the_defaults(tmp_path: Path) -> None:
