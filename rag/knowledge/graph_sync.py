@@ -7,8 +7,9 @@ reflect (in the same write as the triples); ``reconcile`` (run at start) rebuild
 whatever a crash between the two stores left out of step, from the chunks the knowledge
 base holds.
 
-A write's chunks can be parsed while the knowledge base embeds them (``parse_ahead``):
-spaCy's parse on one core, the embedding model on the other. On the real section's
+A write's chunks can be parsed while the knowledge base embeds them (``parse_ahead``;
+``KnowledgeService``'s ``parse_beside``, off by default): spaCy's parse on one core, the
+embedding model on the other. On the real section's
 1,047 chunks (2-core AMD EPYC, AVX2, int8) the two took 48.5-56.8 s one after the other
 and 37.5-39.7 s side by side. The parse writes nothing, so a write that fails after it
 loses nothing; ``apply`` uses its triples only for chunks that are still the ones it
