@@ -6,13 +6,12 @@ stores as they were; without it (the default) the parse follows the commit."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import anyio
 import numpy as np
 import pytest
-from qdrant_client import QdrantClient
 
 from kg import KnowledgeGraph, TripleExtractor
 from kg.models import Triple
@@ -21,15 +20,8 @@ from rag.knowledge.embedding import Embedder
 from rag.knowledge.graph_sync import GraphSync, ParsedAhead
 from rag.knowledge.models import DocumentIn
 from rag.knowledge.service import KnowledgeService
+from tests.rag.knowledge.test_graph_sync import DOCS, kb  # noqa: F401  (the fixture)
 
-DOCS = [
-    DocumentIn(
-        id="curie",
-        text="Marie Curie was born in Warsaw. Marie Curie discovered polonium.",
-        triples=[["Marie Curie", "win", "Nobel Prize"]],
-    ),
-    DocumentIn(id="paris", text="Paris is the capital of France. Gustave Eiffel built towers."),
-]
 #: How long the chunks' embedding waits for the parse to begin beside it.
 BESIDE_S = 20.0
 
@@ -58,22 +50,15 @@ class WatchedExtractor(TripleExtractor):
             self.finished.set()
 
 
-@pytest.fixture
-def kb(tmp_path: Path, embedder: Embedder) -> Iterator[KnowledgeBase]:
-    client = QdrantClient(path=str(tmp_path / "qdrant"))
-    yield KnowledgeBase(tmp_path, client, embedder, chunk_tokens=128)
-    client.close()
-
-
 def service(
-    kb: KnowledgeBase,
+    base: KnowledgeBase,
     embedder: Embedder,
     folder: Path,
     extractor: TripleExtractor,
     parse_beside: bool = True,
 ) -> KnowledgeService:
     graph = KnowledgeGraph(folder / "kg", embedder.embed_texts)
-    return KnowledgeService(kb, GraphSync(kb, graph, extractor), parse_beside=parse_beside)
+    return KnowledgeService(base, GraphSync(base, graph, extractor), parse_beside=parse_beside)
 
 
 def triples(sync: GraphSync, doc_id: str) -> list[list[str]]:
@@ -81,7 +66,10 @@ def triples(sync: GraphSync, doc_id: str) -> list[list[str]]:
 
 
 def test_an_ingest_parses_its_chunks_while_it_embeds_them(
-    kb: KnowledgeBase, embedder: Embedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    kb: KnowledgeBase,  # noqa: F811
+    embedder: Embedder,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     extractor = WatchedExtractor()
     knowledge = service(kb, embedder, tmp_path, extractor)
@@ -110,7 +98,9 @@ def test_an_ingest_parses_its_chunks_while_it_embeds_them(
 
 
 def test_an_update_is_parsed_ahead_in_the_order_its_change_lists_it(
-    kb: KnowledgeBase, embedder: Embedder, tmp_path: Path
+    kb: KnowledgeBase,  # noqa: F811
+    embedder: Embedder,
+    tmp_path: Path,
 ) -> None:
     """The parse ahead streams the documents as the sync would (added, then updated),
     so its batches, and so its triples, are the ones the sync would make."""
@@ -128,7 +118,9 @@ def test_an_update_is_parsed_ahead_in_the_order_its_change_lists_it(
 
 
 def test_chunks_that_are_not_the_ones_parsed_ahead_are_parsed_again(
-    kb: KnowledgeBase, embedder: Embedder, tmp_path: Path
+    kb: KnowledgeBase,  # noqa: F811
+    embedder: Embedder,
+    tmp_path: Path,
 ) -> None:
     extractor = WatchedExtractor()
     sync = GraphSync(kb, KnowledgeGraph(tmp_path / "kg", embedder.embed_texts), extractor)
@@ -142,7 +134,10 @@ def test_chunks_that_are_not_the_ones_parsed_ahead_are_parsed_again(
 
 
 def test_a_parse_ahead_that_fails_is_parsed_again_after_the_commit(
-    kb: KnowledgeBase, embedder: Embedder, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    kb: KnowledgeBase,  # noqa: F811
+    embedder: Embedder,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     extractor = WatchedExtractor(fail_first=True)
     knowledge = service(kb, embedder, tmp_path, extractor)
@@ -156,7 +151,10 @@ def test_a_parse_ahead_that_fails_is_parsed_again_after_the_commit(
 
 
 def test_an_ingest_whose_embedding_fails_stores_nothing_and_the_next_one_works(
-    kb: KnowledgeBase, embedder: Embedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    kb: KnowledgeBase,  # noqa: F811
+    embedder: Embedder,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Injected: the embedding model fails while the parse ahead runs. The ingest
     raises, neither store holds the documents, and the parse is over before the error
@@ -182,7 +180,9 @@ def test_an_ingest_whose_embedding_fails_stores_nothing_and_the_next_one_works(
 
 
 def test_by_default_the_parse_follows_the_commit_in_the_writes_thread(
-    kb: KnowledgeBase, embedder: Embedder, tmp_path: Path
+    kb: KnowledgeBase,  # noqa: F811
+    embedder: Embedder,
+    tmp_path: Path,
 ) -> None:
     extractor = WatchedExtractor()
     graph = KnowledgeGraph(tmp_path / "kg", embedder.embed_texts)
