@@ -12,6 +12,7 @@ their 3.0 s of imports and 166 MiB (``word_pieces``).
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -129,7 +130,12 @@ class Embedder:
         self.questions = questions or default_question_precision()
         self.model_path = model_path
         self.batch_size = batch_size
+        # The documents' model serves one batch at a time, in arrival order; questions on
+        # a model of their own (ONNX Runtime's session) take their own turns, so a chat's
+        # question waits for no ingest's batch. Loading takes both, documents' first.
         self._lock = FairLock()
+        self._questions_lock = FairLock()
+        self._counting = threading.Lock()
         self._pieces: WordPieces | None = None
         self._encode: Callable[[list[str]], np.ndarray] | None = None
         self._encode_questions: Callable[[list[str]], np.ndarray] | None = None
@@ -140,7 +146,7 @@ class Embedder:
         int8's for int8's documents (made on a first start if ``make install`` has not,
         ~10 s each), and the model on torch for float32's and bfloat16's documents (a few
         seconds); the first embedding call does it otherwise."""
-        with self._lock:
+        with self._lock, self._questions_lock:
             if self._encode is None:
                 self._load()
 
@@ -273,7 +279,7 @@ class Embedder:
             if runtime == self.runtime or recorded != self._identity(runtime):
                 continue
             if self.follows or runtime.precision is self.precision:
-                with self._lock:
+                with self._lock, self._questions_lock:
                     loaded = self._encode is not None
                     self.runtime, self._encode, self._encode_questions = runtime, None, None
                     log.info("the knowledge base was embedded with %s: embedding so", runtime.name)
@@ -345,23 +351,47 @@ class Embedder:
             return np.zeros((0, EMBEDDING_DIM), dtype=np.float32)
         if self._encode is None:
             self.warm_up()
-        parts = []
-        # The model serves one batch at a time; a large ingest gives the lock up after
-        # each one, so a chat's question waits for one batch (~0.3 s), not the ingest.
-        for start in range(0, len(texts), self.batch_size):
+        parts: list[np.ndarray] = []
+        done = self._questions_apart(texts, parts) if questions else 0
+        # The documents' model serves one batch at a time; a large ingest gives the lock
+        # up after each one, so a question on it waits for one batch (~0.3 s), not the
+        # ingest.
+        for start in range(done, len(texts), self.batch_size):
             with self._lock:
                 if self._encode is None:  # ``follow`` switched precision meanwhile
-                    self._load()
+                    with self._questions_lock:
+                        self._load()
                 encode = self._encode_questions if questions else self._encode
                 assert encode is not None
                 batch = list(texts[start : start + self.batch_size])
-                self.texts_embedded += len(batch)
+                self._count(len(batch))
                 parts.append(encode(batch))
         vectors = np.asarray(np.concatenate(parts), dtype=np.float32)
         if self.precision is EmbeddingPrecision.BFLOAT16:
             # Normalized in bfloat16 the rows come out up to 0.4 % off unit length.
             vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
         return vectors
+
+    def _questions_apart(self, texts: Sequence[str], parts: list[np.ndarray]) -> int:
+        """Embed ``texts`` (questions) batch by batch on the questions' own model under
+        their own lock, into ``parts``; returns how many it embedded: fewer than all where
+        questions share the documents' model (bfloat16's, torch's) or it is being
+        switched, and the rest go by the documents' lock."""
+        done = 0
+        while done < len(texts):
+            with self._questions_lock:
+                encode = self._encode_questions
+                if encode is None or encode is self._encode:
+                    return done
+                batch = list(texts[done : done + self.batch_size])
+                self._count(len(batch))
+                parts.append(encode(batch))
+            done += len(batch)
+        return done
+
+    def _count(self, texts: int) -> None:
+        with self._counting:
+            self.texts_embedded += texts
 
 
 def shared_embedder(
