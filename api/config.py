@@ -306,7 +306,7 @@ class Settings(BaseSettings):
     )
     _split_keys = field_validator("api_keys", mode="before")(checks.split_keys)
     _parse_rate = field_validator("chat_rate_limit", mode="after")(checks.rate)
-    _check_vllm_urls = field_validator("vllm_url", mode="after")(checks.http_urls)
+    _check_vllm_urls = field_validator("vllm_url", mode="after")(checks.replica_urls)
     _check_kv_events_endpoints = field_validator("vllm_kv_events_endpoints", mode="after")(
         checks.zmq_endpoints
     )

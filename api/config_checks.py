@@ -59,8 +59,9 @@ def rate(value: str | None) -> str | None:
     return value.strip()
 
 
-def http_urls(value: str | None) -> str | None:
-    """Comma-separated http(s) URLs, each once, without trailing slashes; blank: none."""
+def replica_urls(value: str | None) -> str | None:
+    """vLLM replicas: comma-separated http(s) URLs, each once, without trailing slashes;
+    blank: none."""
     if value is None or not value.strip():
         return None
     urls = [u.strip().rstrip("/") for u in value.split(",") if u.strip()]

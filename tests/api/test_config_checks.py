@@ -33,12 +33,12 @@ def test_rates() -> None:
 
 
 def test_vllm_urls() -> None:
-    assert checks.http_urls("http://a:8000/, https://b ") == "http://a:8000,https://b"
-    assert checks.http_urls("") is None
+    assert checks.replica_urls("http://a:8000/, https://b ") == "http://a:8000,https://b"
+    assert checks.replica_urls("") is None
     with pytest.raises(ValueError, match=r"not an http\(s\) URL: .a:8000."):
-        checks.http_urls("a:8000")
+        checks.replica_urls("a:8000")
     with pytest.raises(ValueError, match="listed twice"):
-        checks.http_urls("http://a/,http://a")
+        checks.replica_urls("http://a/,http://a")
 
 
 def test_zmq_endpoints() -> None:
