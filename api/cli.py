@@ -127,7 +127,7 @@ def serve() -> None:
     configure_logging(settings.log_format)
     # log_config=None: uvicorn's loggers propagate to the root handler configured above.
     uvicorn.run(
-        create_app(settings),
+        create_app(settings, freeze_heap=True),
         host=settings.host,
         port=settings.port,
         log_level="info",

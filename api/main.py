@@ -78,15 +78,20 @@ def create_app(
     embedder: Embedder | None = None,
     llm: LLMEngine | None = None,
     metrics: ServiceMetrics | None = None,
+    freeze_heap: bool = False,
 ) -> FastAPI:
     """``llm`` replaces the vLLM client (tests pass a fake engine, or a pool of them
-    built with ``metrics``, the registry the app then serves); nothing else differs."""
+    built with ``metrics``, the registry the app then serves); nothing else differs.
+    ``freeze_heap``: the process that serves keeps its start-up heap out of the cyclic
+    collector's walk (``Runtime``, ``api.collector``)."""
     settings = settings or Settings()
     metrics = metrics or ServiceMetrics()  # shared by the runtime and the HTTP instrumentation
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        runtime = Runtime(settings, embedder=embedder, llm=llm, metrics=metrics)
+        runtime = Runtime(
+            settings, embedder=embedder, llm=llm, metrics=metrics, freeze_heap=freeze_heap
+        )
         app.state.runtime = runtime
         try:
             await runtime.open()

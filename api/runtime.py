@@ -17,6 +17,7 @@ from enum import StrEnum
 
 import anyio
 
+from api.collector import freeze_start_up_heap
 from api.config import Settings
 from api.folder_lock import DataFolderLock
 from api.metrics import ServiceMetrics
@@ -72,13 +73,18 @@ class Runtime:
         embedder: Embedder | None = None,
         llm: LLMEngine | None = None,
         metrics: ServiceMetrics | None = None,
+        freeze_heap: bool = False,
     ) -> None:
         """Build every part; no I/O (``open`` and ``start`` do that).
 
         ``llm`` replaces the vLLM client (and no child is launched): tests pass a fake.
         ``metrics``: the app's registry, which its HTTP instrumentation shares.
+        ``freeze_heap``: ``open`` moves what the process holds once its models and vLLM's
+        hashing code are loaded, before the stores open, out of the cyclic collector's
+        walk (``api.collector``); for the process that serves, not for tests.
         """
         self.settings = s = settings
+        self._freeze_heap = freeze_heap
         self.metrics = metrics or ServiceMetrics()
         self.phase = Phase.STARTING
         self.error: str | None = None
@@ -242,6 +248,10 @@ class Runtime:
         self.folder_lock.acquire()
         try:
             self.embedder.warm_up()
+            if self.residency is not None:
+                self.residency.tracker.warm_up()  # vLLM's config modules: 4,000 imports
+            if self._freeze_heap:
+                freeze_start_up_heap()
             self.knowledge.open()
             if self.warmup is not None:
                 self.warmup.open()  # the store, and the registry loaded from it

@@ -189,7 +189,8 @@ def service(vllm_url: str, data_dir: Path, **overrides: Unpack[Overrides]) -> It
         "vllm_kv_events_endpoints": _KV_EVENTS.get(vllm_url),
         **overrides,
     }
-    server = ThreadedServer(create_app(Settings(**values), embedder=shared_embedder()))
+    app = create_app(Settings(**values), embedder=shared_embedder(), freeze_heap=True)
+    server = ThreadedServer(app)  # the heap frozen as ``warmrag serve`` freezes it
     server.start()
     # A warmup cycle on cold ~1.3k-token contexts runs for minutes here (64 prefills of
     # ~5 s each); the run waits for it rather than failing half-way.
