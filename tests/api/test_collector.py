@@ -47,8 +47,7 @@ def test_the_heap_before_is_walked_no_more_and_later_cycles_are_still_freed(
 ) -> None:
     before = [object()]
     assert _tracked(before) == [True]
-    held = freeze_start_up_heap()
-    assert held == gc.get_freeze_count() > 0
+    assert freeze_start_up_heap() > 0  # (the count falls as frozen objects are freed)
     after = [object()]
     assert _tracked(before, after) == [False, True]  # permanent: no collection walks it
     cycle = _Node()  # garbage made after the freeze, in a reference cycle
